@@ -1,0 +1,34 @@
+# Everything runs from a local virtualenv in .venv, created on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)  ## generate a local site, serve it, crawl it with live progress, print the report
+	$(PY) -m tests.sites.demo
+
+test: $(STAMP)  ## the whole test suite, slow end-to-end tests included
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff format --check src tests benchmarks
+
+bench: $(STAMP)  ## crawl a 20,000-page site served by nginx, with webtrawl and Scrapy; print figures
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) benchmarks/crawl_bench.py
+
+clean:
+	rm -rf $(VENV) demo-out benchmarks/out .pytest_cache

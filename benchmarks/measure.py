@@ -1,0 +1,140 @@
+"""Run one crawler as a child process and turn what it did into figures.
+
+Time, CPU and memory come from the kernel's accounting of the child (`os.wait4`), so they cover the
+whole crawler process, start-up included, and nothing of the harness or of nginx.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the kernel says one child process used."""
+
+    seconds: float
+    cpu_seconds: float
+    peak_rss_mb: float
+    exit_code: int
+    timed_out: bool
+
+
+@dataclass(frozen=True)
+class Result:
+    """One crawler's figures, as printed in the table."""
+
+    crawler: str
+    pages: int
+    seconds: float
+    cpu_seconds: float
+    peak_rss_mb: float
+    coverage: float | None
+    disallowed_fetched: int
+    exit_code: int
+    note: str = ""
+
+    @property
+    def pages_per_second(self) -> float:
+        return self.pages / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_ms_per_page(self) -> float:
+        return 1000 * self.cpu_seconds / self.pages if self.pages else float("nan")
+
+
+def run_measured(command: Sequence[str], *, timeout: float, stdout: IO[bytes] | None = None) -> Usage:
+    """Run `command` to its end (killed after `timeout` seconds) and return what it used.
+
+    On any interruption (Ctrl-C, an error in the harness) the child is stopped before the error goes on.
+    """
+    started = time.perf_counter()
+    process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=stdout)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        process.kill()
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        timer.cancel()
+        if process.returncode is None:
+            _stop(process)
+    return Usage(
+        seconds=seconds,
+        cpu_seconds=usage.ru_utime + usage.ru_stime,
+        peak_rss_mb=usage.ru_maxrss / 1024,  # Linux reports KiB
+        exit_code=process.returncode,
+        timed_out=expired.is_set(),
+    )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def read_jsonl(path: Path) -> list[dict[str, object]]:
+    """Rows of a JSON-lines file; a missing file has none."""
+    if not path.exists():
+        return []
+    with path.open("rb") as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def fetched_paths(rows: Iterable[dict[str, object]]) -> set[str]:
+    """URL paths (with their query) fetched with status 200, robots.txt left out."""
+    paths = set()
+    for row in rows:
+        if row.get("status", row.get("status_code")) != 200 or not isinstance(row.get("url"), str):
+            continue
+        parts = urlsplit(str(row["url"]))
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        if path != "/robots.txt":
+            paths.add(path)
+    return paths
+
+
+def summarize(
+    crawler: str, usage: Usage, paths: set[str], manifest: dict[str, list[str]] | None, note: str = ""
+) -> Result:
+    """Figures for one run; coverage and robots checks only when the site's manifest is known."""
+    coverage = None
+    disallowed = 0
+    if manifest is not None:
+        expected = set(manifest["pages"])
+        coverage = len(paths & expected) / len(expected) if expected else None
+        disallowed = len(paths & set(manifest["disallowed"]))
+    if usage.timed_out:
+        note = f"{note}; timed out".lstrip("; ")
+    return Result(
+        crawler=crawler,
+        pages=len(paths),
+        seconds=usage.seconds,
+        cpu_seconds=usage.cpu_seconds,
+        peak_rss_mb=usage.peak_rss_mb,
+        coverage=coverage,
+        disallowed_fetched=disallowed,
+        exit_code=usage.exit_code,
+        note=note,
+    )

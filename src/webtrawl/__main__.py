@@ -1,0 +1,5 @@
+"""`python -m webtrawl`."""
+
+from .cli import main
+
+main()

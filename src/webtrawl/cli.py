@@ -1,0 +1,198 @@
+"""The `webtrawl` command: parse flags, build a config, call the library, talk to the terminal.
+
+Exit codes: 0 done, 1 the crawl fetched nothing, 2 a usage error (one line, no traceback), 130 stopped
+by Ctrl-C (resumable: run the same command again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__
+from .config import CrawlConfig, FetchConfig, PolitenessConfig, ScopeConfig
+from .crawler import Crawler
+from .errors import ConfigError, InvalidURL, StoreError
+from .progress import Progress, print_report
+from .stats import CrawlReport
+from .store.crawls import crawl_id_of
+from .store.db import DB_NAME, connect
+from .store.export import export as export_rows
+
+USAGE_ERRORS = (ConfigError, InvalidURL, StoreError)
+
+
+def _fail(message: str) -> None:
+    click.echo(f"webtrawl: error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="webtrawl")
+def main() -> None:
+    """A breadth-first, resumable, polite web crawler: WARC archive + SQLite index."""
+
+
+@main.command()
+@click.argument("seeds", nargs=-1, required=True)
+@click.option("--out", "-o", type=click.Path(path_type=Path), required=True, help="Crawl directory.")
+@click.option("--name", default="default", show_default=True, help="Crawl name (several crawls may share --out).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="TOML file with settings.")
+@click.option("--max-pages", type=int, help="Stop after this many pages in the whole crawl.")
+@click.option("--max-depth", type=int, help="Do not follow links deeper than this.")
+@click.option("--max-time", type=float, help="Stop this run after this many seconds.")
+@click.option("--concurrency", type=int, default=32, show_default=True, help="Fetches in flight.")
+@click.option("--per-host", type=int, default=2, show_default=True, help="Fetches in flight per host.")
+@click.option("--delay", type=float, default=0.5, show_default=True,
+              help="Seconds between request starts on one host.")
+@click.option("--scope", "scope_mode", type=click.Choice(["host", "domain", "prefix", "any"]), default="host",
+              show_default=True, help="Which URLs the crawl may visit.")
+@click.option("--allow", multiple=True, help="Regex a URL must match (repeatable).")
+@click.option("--deny", multiple=True, help="Regex that excludes a URL (repeatable).")
+@click.option("--max-url-length", type=int, default=2048, show_default=True)
+@click.option("--max-query-params", type=int, default=10, show_default=True)
+@click.option("--max-repeated-segments", type=int, default=3, show_default=True,
+              help="Trap guard: a path segment may repeat at most this often.")
+@click.option("--max-meaningless-symbols", type=int,
+              help="Drop URLs whose last path segment has more symbols than this (off by default).")
+@click.option("--page-requisites", is_flag=True, help="Also fetch CSS, images, scripts and fonts pages need.")
+@click.option("--ignore-nofollow", is_flag=True, help="Follow rel=nofollow links and nofollow pages.")
+@click.option("--ignore-robots", is_flag=True, help="Do not fetch or obey robots.txt.")
+@click.option("--user-agent", help="User-Agent header (default names webtrawl and its version).")
+@click.option("--max-size", type=int, default=10 * 1024 * 1024, show_default=True,
+              help="Bytes per body, received and decoded.")
+@click.option("--fetch-non-html", is_flag=True, help="Download bodies of non-HTML responses too.")
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Read timeout, seconds.")
+@click.option("--retries", type=int, default=3, show_default=True, help="Retries of a URL after a failure.")
+@click.option("--warc-size", type=int, default=1024**3, show_default=True, help="Bytes per WARC file.")
+@click.option("--mirror", is_flag=True, help="Also write plain files named from the URL, as wget does.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display; only the final summary line.")
+@click.option("--verbose", "-v", is_flag=True, help="Log details to stderr.")
+def crawl(seeds: tuple[str, ...], out: Path, name: str, config_file: Path | None, quiet: bool, verbose: bool,
+          **flags: Any) -> None:
+    """Crawl SEEDS breadth-first into the directory --out (run it again to resume)."""
+    _setup_logging(verbose)
+    try:
+        config = _build_config(seeds, out, name, config_file, flags)
+    except USAGE_ERRORS as exc:
+        _fail(str(exc))
+    crawler = Crawler(config)
+    progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
+    try:
+        report = asyncio.run(_run(crawler, progress))
+    except USAGE_ERRORS as exc:
+        _fail(str(exc))
+    if quiet:
+        click.echo(f"{report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
+                   f"({report.pages_per_second:.1f} pages/s); {report.done_total} done, "
+                   f"{report.failed_total} failed, {report.waiting} waiting")
+    else:
+        print_report(report)
+    if report.outcome == "interrupted":
+        click.echo("interrupted: run the same command again to resume", err=True)
+        sys.exit(130)
+    if report.done_total == 0:
+        sys.exit(1)
+
+
+async def _run(crawler: Crawler, progress: Progress | None) -> CrawlReport:
+    """Run the crawl with Ctrl-C handling: the first stops gracefully, a second exits at once."""
+    loop = asyncio.get_running_loop()
+    interrupts = 0
+
+    def interrupt() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1:
+            os._exit(130)  # the crawl directory is crash-safe: nothing is lost
+        click.echo("\nstopping: finishing fetches in flight (Ctrl-C again to quit at once)", err=True)
+        crawler.stop()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, interrupt)
+    if progress is None:
+        return await crawler.run()
+    async with progress:
+        return await crawler.run()
+
+
+def _build_config(seeds: tuple[str, ...], out: Path, name: str, config_file: Path | None,
+                  flags: dict[str, Any]) -> CrawlConfig:
+    scope = ScopeConfig(
+        mode=flags["scope_mode"], allow=flags["allow"], deny=flags["deny"],
+        max_url_length=flags["max_url_length"], max_depth=flags["max_depth"],
+        max_query_params=flags["max_query_params"], max_repeated_segments=flags["max_repeated_segments"],
+        max_meaningless_symbols=flags["max_meaningless_symbols"], page_requisites=flags["page_requisites"],
+        follow_nofollow=flags["ignore_nofollow"],
+    )
+    fetch_args: dict[str, Any] = {
+        "max_size": flags["max_size"], "fetch_non_html": flags["fetch_non_html"],
+        "read_timeout": flags["timeout"], "max_attempts": flags["retries"] + 1,
+        "respect_robots": not flags["ignore_robots"],
+    }
+    if flags["user_agent"] is not None:
+        fetch_args["user_agent"] = flags["user_agent"]
+    if flags["retries"] < 0:
+        raise ConfigError("--retries must be ≥ 0")
+    settings: dict[str, Any] = {
+        "seeds": seeds, "out": out, "name": name, "scope": scope, "fetch": FetchConfig(**fetch_args),
+        "politeness": PolitenessConfig(per_host=flags["per_host"], delay=flags["delay"]),
+        "concurrency": flags["concurrency"], "max_pages": flags["max_pages"], "max_time": flags["max_time"],
+        "warc_size": flags["warc_size"], "mirror": flags["mirror"],
+    }
+    if config_file is not None:
+        return CrawlConfig.from_toml(config_file, **settings)
+    return CrawlConfig(**settings)
+
+
+@main.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--name", default="default", show_default=True)
+def status(directory: Path, name: str) -> None:
+    """Print the frontier's counts of a crawl directory."""
+    try:
+        conn = connect(directory / DB_NAME, readonly=True)
+        crawl_id = crawl_id_of(conn, name)
+        counts = dict(conn.execute(
+            "SELECT state, COUNT(*) FROM urls WHERE crawl_id = ? GROUP BY state", (crawl_id,)).fetchall())
+        captures = conn.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM captures WHERE crawl_id = ?",
+                                (crawl_id,)).fetchone()
+    except USAGE_ERRORS as exc:
+        _fail(str(exc))
+    labels = ("waiting", "running", "done", "failed")
+    click.echo(f"crawl {name!r} in {directory}")
+    for state, label in enumerate(labels):
+        click.echo(f"  {label:8} {counts.get(state, 0):>10,}")
+    click.echo(f"  {'captures':8} {captures[0]:>10,}  ({captures[1]:,} bytes)")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "cdxj"]), default="jsonl", show_default=True)
+@click.option("--name", default="default", show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="File to write (default: stdout).")
+def export(directory: Path, fmt: str, name: str, output: Path | None) -> None:
+    """Write one row per capture as JSON lines, CSV or CDXJ."""
+    try:
+        conn = connect(directory / DB_NAME, readonly=True)
+        if output is None:
+            export_rows(conn, name, fmt, sys.stdout)  # type: ignore[arg-type]
+        else:
+            with output.open("w", newline="", encoding="utf-8") as stream:
+                export_rows(conn, name, fmt, stream)  # type: ignore[arg-type]
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror}")
+    except USAGE_ERRORS as exc:
+        _fail(str(exc))
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,198 @@
+"""Crawl settings: keyword-only dataclasses, one per component, validated when built.
+
+A setting is either part of the crawl's *identity* (seeds, scope rules, normalization: changing them
+changes which URLs the crawl contains, so a resume with different values is refused) or a *tunable*
+(concurrency, delay, limits: free to change between runs).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from . import __version__
+from .errors import ConfigError
+
+ScopeMode = Literal["host", "domain", "prefix", "any"]
+
+DEFAULT_USER_AGENT = f"webtrawl/{__version__} (+https://pypi.org/project/webtrawl/)"
+
+# Extensions of files that are not pages: never fetched as pages (the original design skipped images,
+# audio and executables). With page requisites on, images, fonts, CSS and scripts are fetched as such.
+BINARY_EXTENSIONS = frozenset(
+    """
+    jpg jpeg png gif webp bmp tif tiff ico svg avif heic psd
+    mp3 m4a aac ogg oga opus flac wav wma mid midi
+    mp4 m4v webm mkv avi mov wmv flv mpg mpeg 3gp
+    zip rar 7z gz tgz bz2 xz zst tar iso dmg
+    exe msi bin dll so deb rpm apk jar
+    pdf doc docx xls xlsx ppt pptx odt ods
+    woff woff2 ttf otf eot css js mjs map
+    """.split()
+)
+REQUISITE_EXTENSIONS = frozenset(
+    "jpg jpeg png gif webp bmp ico svg avif woff woff2 ttf otf eot css js mjs".split()
+)
+
+
+def _positive(name: str, value: float | None, *, allow_none: bool = False, allow_zero: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number, not {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{name} must be {'≥' if allow_zero else '>'} 0, not {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScopeConfig:
+    """Which URLs the crawl may visit. Part of the crawl's identity."""
+
+    mode: ScopeMode = "host"
+    allow: tuple[str, ...] = ()
+    """Regexes; when given, a URL must match one of them."""
+    deny: tuple[str, ...] = ()
+    """Regexes; a URL matching any of them is dropped."""
+    max_url_length: int = 2048
+    max_depth: int | None = None
+    max_query_params: int = 10
+    max_repeated_segments: int = 3
+    """A path segment occurring more than this many times marks a trap (`/a/b/a/b/a/b/a/`)."""
+    max_meaningless_symbols: int | None = None
+    """When set, a last path segment with more non-alphanumeric symbols than this is dropped."""
+    page_requisites: bool = False
+    follow_nofollow: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("host", "domain", "prefix", "any"):
+            raise ConfigError(f"scope must be one of host, domain, prefix, any; not {self.mode!r}")
+        for pattern in (*self.allow, *self.deny):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(f"bad regular expression {pattern!r}: {exc}") from None
+        _positive("max-url-length", self.max_url_length)
+        _positive("max-depth", self.max_depth, allow_none=True, allow_zero=True)
+        _positive("max-query-params", self.max_query_params, allow_zero=True)
+        _positive("max-repeated-segments", self.max_repeated_segments)
+        _positive("max-meaningless-symbols", self.max_meaningless_symbols, allow_none=True, allow_zero=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FetchConfig:
+    """How requests are made. Tunable."""
+
+    user_agent: str = DEFAULT_USER_AGENT
+    connect_timeout: float = 10.0
+    read_timeout: float = 30.0
+    total_timeout: float = 120.0
+    max_attempts: int = 4
+    """Attempts per URL for retryable failures (connection errors, 5xx, 429), the first one included."""
+    max_retry_wait: float = 600.0
+    """Total seconds a URL may spend waiting between retries before it is failed."""
+    backoff: float = 1.0
+    """First retry waits about this long; each later one twice as long, with jitter."""
+    max_redirects: int = 10
+    max_size: int = 10 * 1024 * 1024
+    """Bytes received and bytes decoded, each; a longer body is cut and marked truncated."""
+    fetch_non_html: bool = False
+    """Download bodies of non-HTML responses (otherwise only their headers are kept)."""
+    respect_robots: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout", "read_timeout", "total_timeout", "backoff"):
+            _positive(name.replace("_", "-"), getattr(self, name))
+        _positive("max-retry-wait", self.max_retry_wait, allow_zero=True)
+        _positive("max-attempts", self.max_attempts)
+        _positive("max-redirects", self.max_redirects, allow_zero=True)
+        _positive("max-size", self.max_size)
+        if not self.user_agent.strip():
+            raise ConfigError("user-agent must not be empty")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolitenessConfig:
+    """How hard each host is pressed. Tunable."""
+
+    per_host: int = 2
+    """Requests in flight to one host at most."""
+    delay: float = 0.5
+    """Seconds between the starts of two requests to one host (robots.txt Crawl-delay can raise it)."""
+    max_crawl_delay: float = 30.0
+
+    def __post_init__(self) -> None:
+        _positive("per-host", self.per_host)
+        _positive("delay", self.delay, allow_zero=True)
+        _positive("max-crawl-delay", self.max_crawl_delay, allow_zero=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrawlConfig:
+    """Everything one crawl needs; `Crawler(config).run()` takes nothing else."""
+
+    seeds: tuple[str, ...]
+    out: Path
+    name: str = "default"
+    scope: ScopeConfig = field(default_factory=ScopeConfig)
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+    politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
+    concurrency: int = 32
+    max_pages: int | None = None
+    """Pages fetched by the whole crawl (all runs together), not by this run."""
+    max_time: float | None = None
+    """Seconds this run may take before it stops handing out URLs."""
+    warc_size: int = 1024**3
+    mirror: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            raise ConfigError("give at least one seed URL")
+        object.__setattr__(self, "out", Path(self.out))
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.name):
+            raise ConfigError(f"crawl name {self.name!r} must be letters, digits, '.', '_' or '-'")
+        _positive("concurrency", self.concurrency)
+        _positive("max-pages", self.max_pages, allow_none=True)
+        _positive("max-time", self.max_time, allow_none=True)
+        _positive("warc-size", self.warc_size)
+
+    def identity(self, normalized_seeds: list[str], normalization_version: int) -> dict[str, Any]:
+        """What makes this crawl this crawl: compared on resume."""
+        return {
+            "seeds": sorted(normalized_seeds),
+            "scope": asdict(self.scope),
+            "normalization": normalization_version,
+        }
+
+    @classmethod
+    def from_toml(cls, path: Path, **overrides: Any) -> CrawlConfig:
+        """Build a config from a TOML file (`[scope]`, `[fetch]`, `[politeness]` tables); `overrides` win."""
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from None
+        parts = {"scope": ScopeConfig, "fetch": FetchConfig, "politeness": PolitenessConfig}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in parts:
+                if not isinstance(value, dict):
+                    raise ConfigError(f"[{key}] in {path} must be a table")
+                kwargs[key] = _build(parts[key], value, f"[{key}]")
+            else:
+                kwargs[key] = tuple(value) if isinstance(value, list) else value
+        kwargs.update(overrides)
+        return _build(cls, kwargs, str(path))
+
+
+def _build(cls: type, values: dict[str, Any], where: str) -> Any:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown setting(s) in {where}: {', '.join(unknown)}")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ConfigError(f"bad settings in {where}: {exc}") from None

@@ -1,0 +1,239 @@
+"""The crawl loop: frontier → politeness → fetch → parse → sinks → complete.
+
+One event loop runs it. The main loop claims URLs from ready hosts while fetch slots are free; each URL
+is handled by its own task (owned by a TaskGroup) that fetches, parses and turns the result into a
+`Completion`; a bounded queue carries those to the committer, which appends the archive records, then
+commits the batch through the frontier (the commit order of DESIGN.md). Blocking work runs on two
+threads: the archive thread (WARC and mirror files) and the database thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from . import __version__
+from .config import CrawlConfig
+from .errors import ConfigError, InvalidURL
+from .faults import crash_point
+from .fetch.fetcher import Fetcher
+from .fetch.politeness import Politeness
+from .fetch.robots import ALLOW_ALL, fetch_robots
+from .frontier.sqlite import SqliteFrontier
+from .models import Capture, Completion, Entry, FetchOutcome, NewURL
+from .pages import PageHandler, PageResult
+from .scope import Scope
+from .stats import CrawlReport, Stats
+from .store.crawls import committed_warcs, open_crawl
+from .store.db import DB_NAME, Database, DirectoryLock, prepare_directory
+from .store.index import drop_counts, failure_counts, status_counts
+from .store.mirror import Mirror
+from .store.warc import WarcWriter
+from .urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+COMMIT_BATCH = 256
+"""Most results committed in one transaction."""
+COMMIT_LINGER = 0.05
+"""Seconds the committer waits to fill a batch once it has one result."""
+STOP_GRACE = 5.0
+"""Seconds in-flight fetches may take to finish after a stop was asked for."""
+
+
+class Crawler:
+    """One run of a crawl; `await Crawler(config).run()` returns its report."""
+
+    def __init__(self, config: CrawlConfig) -> None:
+        self.config = config
+        self.stats = Stats()
+        self._stopping = False
+        self._wake = asyncio.Event()
+        self._archive_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webtrawl-archive")
+        self.frontier: SqliteFrontier | None = None
+
+    def stop(self) -> None:
+        """Stop handing out URLs; in-flight fetches finish (for a few seconds at most) and are committed."""
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self) -> CrawlReport:
+        config = self.config
+        seeds = _normalize_seeds(config.seeds)
+        out = prepare_directory(config.out)
+        lock = DirectoryLock(out)
+        lock.acquire()
+        db = Database(out / DB_NAME)
+        try:
+            await db.open()
+            identity = config.identity(seeds, NORMALIZATION_VERSION)
+            crawl_id, extra_hosts = await db.run(open_crawl, config.name, identity)
+            scope = Scope(config.scope, seeds)
+            for host in extra_hosts:
+                scope.add_host(host)
+            politeness = Politeness(config.politeness,
+                                    robots=None if config.fetch.respect_robots else ALLOW_ALL)
+            self.frontier = frontier = await SqliteFrontier.open(db, crawl_id, politeness)
+            committed = await db.run(committed_warcs, crawl_id)
+            warc = await self._on_archive_thread(
+                lambda: WarcWriter(out / "warc", prefix=config.name, max_size=config.warc_size,
+                                   software=f"webtrawl/{__version__}", committed=committed)
+            )
+            mirror = Mirror(out / "mirror") if config.mirror else None
+            try:
+                await frontier.add([
+                    NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed")
+                    for seed in seeds
+                ])
+                async with Fetcher(config.fetch, concurrency=config.concurrency) as fetcher:
+                    handler = PageHandler(config, scope, fetcher, politeness, db, crawl_id, self.stats)
+                    outcome = await self._crawl(frontier, politeness, fetcher, handler, warc, mirror)
+            finally:
+                await frontier.close()
+                await self._on_archive_thread(warc.close)
+            return await self._report(db, crawl_id, outcome)
+        finally:
+            await db.close()
+            self._archive_thread.shutdown(wait=True)
+            lock.release()
+
+    async def _crawl(self, frontier: SqliteFrontier, politeness: Politeness, fetcher: Fetcher,
+                     handler: PageHandler, warc: WarcWriter, mirror: Mirror | None) -> str:
+        """Run the main loop until the crawl ends or is stopped; returns why it ended."""
+        config = self.config
+        results: asyncio.Queue[PageResult | None] = asyncio.Queue(maxsize=4 * COMMIT_BATCH)
+        robots_pending: set[str] = set()
+        fetches: set[asyncio.Task[None]] = set()
+        deadline = None if config.max_time is None else time.monotonic() + config.max_time
+        outcome = "finished"
+
+        async def handle(entry: Entry) -> None:
+            try:
+                result = await handler.handle(entry)
+            finally:
+                self.stats.fetching -= 1
+                self._wake.set()
+            await results.put(result)
+
+        async def robots(host: str) -> None:
+            try:
+                politeness.reserve(host)
+                try:
+                    rules = await fetch_robots(fetcher, host, config.fetch.user_agent)
+                finally:
+                    politeness.release(host)
+                politeness.set_rules(host, rules)
+            finally:
+                robots_pending.discard(host)
+                self._wake.set()
+
+        async with asyncio.TaskGroup() as tg:
+            committer = tg.create_task(self._commit_loop(frontier, results, warc, mirror))
+            while True:
+                if self._stopping:
+                    outcome = "interrupted"
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    outcome = "max-time"
+                    break
+                budget = config.concurrency - self.stats.fetching
+                if config.max_pages is not None:
+                    budget = min(budget, config.max_pages - frontier.done_count() - frontier.running)
+                    if budget <= 0 and frontier.running == 0:
+                        outcome = "max-pages"
+                        break
+                for host in politeness.robots_wanted - robots_pending:
+                    robots_pending.add(host)
+                    tg.create_task(robots(host))
+                entries = await frontier.claim(budget) if budget > 0 else []
+                for entry in entries:
+                    self.stats.fetching += 1
+                    task = tg.create_task(handle(entry))
+                    fetches.add(task)
+                    task.add_done_callback(fetches.discard)
+                if frontier.exhausted() and not robots_pending:
+                    break
+                if entries and len(entries) == budget:
+                    continue
+                wakeup = frontier.next_wakeup()
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=min(wakeup if wakeup else 1.0, 1.0))
+                except TimeoutError:
+                    pass
+            if fetches:
+                _done, late = await asyncio.wait(fetches, timeout=STOP_GRACE)
+                for task in late:
+                    task.cancel()
+            await results.put(None)
+            await committer
+        return outcome
+
+    async def _commit_loop(self, frontier: SqliteFrontier, results: asyncio.Queue[PageResult | None],
+                           warc: WarcWriter, mirror: Mirror | None) -> None:
+        """Commit results in batches: archive records first and flushed, then one database transaction."""
+        while True:
+            first = await results.get()
+            if first is None:
+                return
+            batch = [first]
+            deadline = time.monotonic() + COMMIT_LINGER
+            end = False
+            while len(batch) < COMMIT_BATCH:
+                try:
+                    item = results.get_nowait() if time.monotonic() >= deadline else await asyncio.wait_for(
+                        results.get(), timeout=max(0.0, deadline - time.monotonic()))
+                except (asyncio.QueueEmpty, TimeoutError):
+                    break
+                if item is None:
+                    end = True
+                    break
+                batch.append(item)
+            checkpoint = await self._on_archive_thread(_archive, batch, warc, mirror)
+            crash_point("before-commit")
+            await frontier.complete([result.completion for result in batch], checkpoint)
+            crash_point("after-commit")
+            self._wake.set()
+            if end:
+                return
+
+    async def _on_archive_thread(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._archive_thread, fn, *args)
+
+    async def _report(self, db: Database, crawl_id: int, outcome: str) -> CrawlReport:
+        assert self.frontier is not None
+        counts = await self.frontier.counts()
+        statuses = await db.run(status_counts, crawl_id)
+        failures = await db.run(failure_counts, crawl_id)
+        drops = await db.run(drop_counts, crawl_id)
+        return CrawlReport(
+            name=self.config.name, outcome=outcome, pages=self.stats.pages, bytes=self.stats.bytes,
+            elapsed=self.stats.elapsed, done_total=counts.done, failed_total=counts.failed,
+            waiting=counts.waiting, statuses=statuses, failures=failures, drops=drops,
+        )
+
+
+def _archive(batch: list[PageResult], warc: WarcWriter, mirror: Mirror | None) -> dict[str, int]:
+    """Append the batch's records to the archive and flush; runs on the archive thread."""
+    for result in batch:
+        capture: Capture | None = result.completion.capture
+        if result.outcome is not None and capture is not None:
+            capture.warc = warc.write(result.outcome)
+            if mirror is not None and result.decoded is not None:
+                mirror.write(capture.url, capture.content_type, result.decoded)
+    return warc.flush()
+
+
+def _normalize_seeds(seeds: tuple[str, ...]) -> list[str]:
+    normalized = []
+    for seed in seeds:
+        try:
+            normalized.append(normalize(seed))
+        except InvalidURL as exc:
+            raise ConfigError(f"bad seed URL {seed!r}: {exc}") from None
+    return list(dict.fromkeys(normalized))

@@ -1,0 +1,289 @@
+"""The HTTP fetcher: one aiohttp session shared by every request of a crawl.
+
+`Fetcher.fetch` turns one URL into one `FetchOutcome` and never raises for anything the URL or its
+server does: every failure becomes an outcome with a short `error` and a `retryable` flag, so the crawl
+loop handles a dead server the same way as a 404. Only cancellation propagates.
+
+What it deliberately does not do, because other stages own it:
+- follow redirects (a 3xx is an ordinary outcome; its target goes through scope and the frontier);
+- decompress (the body is kept exactly as received, for the WARC record; parsing decodes a bounded copy);
+- limit requests per host (politeness is decided when the frontier hands URLs out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import errno
+import logging
+import math
+import socket
+import sys
+import time
+from types import TracebackType
+
+import aiohttp
+from aiohttp import ClientResponse
+from aiohttp.http import HttpVersion10, HttpVersion11
+
+from ..config import FetchConfig
+from ..models import FetchOutcome
+
+logger = logging.getLogger(__name__)
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+"""Media types whose body is read even when non-HTML bodies are not wanted."""
+
+ACCEPT = "text/html,application/xhtml+xml,*/*;q=0.8"
+ACCEPT_ENCODING = "gzip, deflate, br"
+MAX_RETRY_AFTER = 86_400.0
+"""A server asking to wait longer than a day is asked again after a day."""
+
+# Big enough for the Set-Cookie and Content-Security-Policy lines real sites send (aiohttp's default
+# of 8190 bytes fails some of them), small enough that headers cannot eat memory.
+_MAX_HEADER_LINE = 32 * 1024
+
+# aiohttp warns when asked to clean up closed TLS transports on a Python that no longer leaks them
+# (fixed in 3.12.8 and 3.13.1); ask only where it is needed.
+_NEEDS_CLEANUP_CLOSED = sys.version_info < (3, 12, 8) or (3, 13, 0) <= sys.version_info < (3, 13, 1)
+
+_VERSIONS = {HttpVersion11: "1.1", HttpVersion10: "1.0"}
+
+
+class Fetcher:
+    """Async context manager owning one aiohttp ClientSession + TCPConnector shared by all fetches.
+
+    Connection pooling, keep-alive and the DNS cache only pay off when every request goes through the
+    same session, so the crawl builds one `Fetcher` and passes it around.
+    """
+
+    def __init__(self, config: FetchConfig, *, concurrency: int) -> None:
+        self._config = config
+        self._concurrency = concurrency
+        self._all_types = config.fetch_non_html
+        # Built once: a ClientTimeout or header dict per request is avoidable churn on the hot path.
+        self._timeout = aiohttp.ClientTimeout(
+            total=config.total_timeout,
+            sock_connect=config.connect_timeout,
+            sock_read=config.read_timeout,
+        )
+        self._headers = {
+            "User-Agent": config.user_agent,
+            "Accept": ACCEPT,
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Fetcher:
+        connector = aiohttp.TCPConnector(
+            limit=self._concurrency,
+            limit_per_host=0,
+            ttl_dns_cache=300,
+            enable_cleanup_closed=_NEEDS_CLEANUP_CLOSED,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers=self._headers,
+            timeout=self._timeout,
+            auto_decompress=False,
+            # Cookies would make requests depend on the order pages were fetched in, and the jar costs
+            # CPU on every request; a crawl fetches each page as a first-time visitor.
+            cookie_jar=aiohttp.DummyCookieJar(),
+            max_line_size=_MAX_HEADER_LINE,
+            max_field_size=_MAX_HEADER_LINE,
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def fetch(self, url: str, *, any_type: bool = False, max_size: int | None = None) -> FetchOutcome:
+        """GET `url` once, without following redirects, and report what happened.
+
+        The body is read only for HTML (or a missing Content-Type, which the parser must sniff) unless
+        `any_type` or the config's `fetch_non_html` asks for every type; it is cut after `max_size`
+        bytes (default: the config's). Never raises except `asyncio.CancelledError`.
+        """
+        session = self._session
+        if session is None:
+            raise RuntimeError("Fetcher.fetch called outside 'async with Fetcher(...)'")
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        outcome = FetchOutcome(url=url, started_at=time.time())
+        try:
+            resp = await session.get(url, allow_redirects=False)
+        except Exception as exc:
+            outcome.error, outcome.retryable = describe_error(exc)
+            outcome.elapsed = loop.time() - start
+            return outcome
+
+        reusable = False
+        try:
+            outcome.ttfb = loop.time() - start
+            _read_head(resp, outcome)
+            if any_type or self._all_types or _is_html(resp):
+                limit = self._config.max_size if max_size is None else max_size
+                deadline = start + self._config.total_timeout
+                reusable = await _read_body(resp, outcome, limit, deadline)
+        except Exception as exc:  # not the server's doing: a bug here or an unforeseen library error
+            logger.exception("unexpected error while reading %s", url)
+            outcome.error, outcome.retryable = f"internal: {type(exc).__name__}: {exc}"[:200], False
+        finally:
+            # A connection goes back to the pool only after a complete body; one whose body was cut,
+            # skipped or broken may still carry unread bytes, so it is closed.
+            if reusable:
+                resp.release()
+            else:
+                resp.close()
+        outcome.elapsed = loop.time() - start
+        return outcome
+
+
+def _read_head(resp: ClientResponse, outcome: FetchOutcome) -> None:
+    """Copy status line, headers and peer address from `resp` into `outcome`."""
+    status = resp.status
+    outcome.status = status
+    outcome.reason = resp.reason or ""
+    version = resp.version
+    if version is not None:
+        outcome.http_version = _VERSIONS.get(version) or f"{version.major}.{version.minor}"
+    outcome.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+    outcome.request_headers = list(resp.request_info.headers.items())
+    # A body that arrived with the headers has already released its connection to the pool; the
+    # response still knows the protocol (privately), whose transport is the open socket.
+    connection = resp.connection
+    protocol = connection.protocol if connection is not None else getattr(resp, "_protocol", None)
+    transport = protocol.transport if protocol is not None else None
+    if transport is not None:
+        peer = transport.get_extra_info("peername")
+        if peer:
+            outcome.ip = peer[0]
+    if status >= 500 or status == 429:
+        outcome.retryable = True
+        outcome.retry_after = parse_retry_after(resp.headers.get("Retry-After"), time.time())
+
+
+def _is_html(resp: ClientResponse) -> bool:
+    """Whether the body may be HTML: an HTML media type, or none at all (the parser sniffs it)."""
+    value = resp.headers.get("Content-Type")
+    if not value:
+        return True
+    return value.partition(";")[0].strip().lower() in HTML_TYPES
+
+
+async def _read_body(resp: ClientResponse, outcome: FetchOutcome, limit: int, deadline: float) -> bool:
+    """Read up to `limit` bytes into `outcome.body`; return whether the whole body arrived.
+
+    The total timeout is enforced here as well as by aiohttp, so a server trickling a byte at a time
+    (never tripping the read timeout) still cannot hold the request past its deadline. A body that
+    arrived together with the headers (most small pages) is taken without arming that deadline.
+    """
+    content = resp.content
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        if content.is_eof():
+            chunk = content.read_nowait()
+            chunks.append(chunk)
+            size = len(chunk)
+        else:
+            async with asyncio.timeout_at(deadline):
+                while chunk := await content.readany():
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > limit:
+                        break
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        outcome.truncated = "time" if isinstance(exc, TimeoutError) else "disconnect"
+        outcome.error, outcome.retryable = describe_error(exc)
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if size > limit:
+        outcome.truncated = "length"
+        body = body[:limit]
+    outcome.body = body
+    return outcome.truncated is None
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a Retry-After value (delta seconds or an HTTP date), within [0, 1 day]."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - now  # a date without a zone is read as UTC, as HTTP dates are
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+_CONNECT_ERRNOS = {
+    errno.ECONNREFUSED: "connection refused",
+    errno.ECONNRESET: "connection reset",
+    errno.ENETUNREACH: "network unreachable",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ETIMEDOUT: "connect timeout",
+}
+
+
+def describe_error(exc: BaseException) -> tuple[str, bool]:
+    """A short reason for a failed request, and whether trying again later may succeed.
+
+    Order matters: aiohttp's exception classes overlap (its timeouts are connection errors too).
+    """
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return "connect timeout", True
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return "read timeout", True
+    if isinstance(exc, TimeoutError):
+        return "total timeout", True
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        gai = exc.os_error
+        # Only a temporary resolver failure is worth retrying; a name that does not exist stays so.
+        return f"dns: {gai.strerror or gai}", gai.errno == socket.EAI_AGAIN
+    if isinstance(exc, aiohttp.ClientSSLError):
+        detail = getattr(exc, "certificate_error", None) or exc.os_error
+        return _short(f"tls: {detail}"), False
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        os_error = exc.os_error
+        return _CONNECT_ERRNOS.get(os_error.errno or 0) or _short(f"connect: {os_error}"), True
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "server disconnected", True
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset", True
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        reset = "ConnectionResetError" in str(exc)
+        return ("connection reset" if reset else "connection closed mid-body"), True
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # aiohttp's HTTP parser rejected the status line or the headers.
+        message = str(exc.message)
+        if message.startswith("Too many headers"):
+            return "too many headers", False
+        if message.startswith("Got more than"):
+            return "header line too long", False
+        return _short(f"bad response: {message}"), False
+    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError | ValueError):
+        return _short(f"invalid url: {exc}"), False
+    if isinstance(exc, OSError):
+        return _short(f"connection error: {exc.strerror or exc}"), True
+    if isinstance(exc, aiohttp.ClientError):
+        return _short(f"{type(exc).__name__}: {exc}"), True
+    logger.warning("unexpected fetch error", exc_info=exc)
+    return _short(f"{type(exc).__name__}: {exc}"), False
+
+
+def _short(reason: str) -> str:
+    """A reason fit for a table column: one line, at most 200 characters."""
+    return " ".join(reason.split())[:200]

@@ -1,0 +1,74 @@
+"""The `Frontier` protocol: the one source of truth for URL state, batch-first.
+
+Contracts every backend keeps (a contract test suite runs against each):
+- `add` ignores URLs it has seen, except that a URL still waiting takes the smaller depth.
+- `claim(n)` hands out at most `n` waiting URLs, only of hosts the politeness state says are ready
+  (it reserves their slots); per host the smallest depth goes first, and across hosts the lowest ready
+  depth. A handed-out URL is `running` until it comes back through `complete`.
+- `complete` commits a batch atomically: children are added (and link edges recorded) before their
+  parent is marked done, captures and drop counts are written, and the archive checkpoint (each WARC
+  file's committed end) is recorded with them.
+- `exhausted()` is true when nothing is waiting (not even a retry later) and nothing is running; with
+  children-before-completion this means the crawl is finished.
+- URLs left `running` by a process that died go back to `waiting` when the frontier is opened again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..models import Completion, Entry, NewURL
+
+
+@dataclass(slots=True, kw_only=True)
+class FrontierCounts:
+    waiting: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    waiting_by_depth: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.waiting + self.running + self.done + self.failed
+
+
+class Frontier(Protocol):
+    async def add(self, urls: Sequence[NewURL]) -> int:
+        """Add URLs (seeds, sitemap entries); returns how many were new."""
+        ...
+
+    async def claim(self, n: int) -> list[Entry]:
+        """Hand out up to `n` URLs from ready hosts, reserving their hosts' slots."""
+        ...
+
+    async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
+        """Commit a batch of results and the archive checkpoint in one atomic step."""
+        ...
+
+    async def counts(self) -> FrontierCounts:
+        """How many URLs are in each state (and waiting ones by depth)."""
+        ...
+
+    def done_count(self) -> int:
+        """URLs done so far by the whole crawl (all runs): the measure of --max-pages."""
+        ...
+
+    @property
+    def running(self) -> int:
+        """URLs handed out by this process and not yet completed."""
+        ...
+
+    def exhausted(self) -> bool:
+        """Nothing waiting, nothing running: the crawl is finished."""
+        ...
+
+    def next_wakeup(self) -> float | None:
+        """Seconds until a waiting URL may become claimable (a host's delay or a retry); None if none waits."""
+        ...
+
+    async def close(self) -> None:
+        """Return URLs this process still holds to waiting and release resources."""
+        ...

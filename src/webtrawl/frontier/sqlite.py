@@ -1,0 +1,315 @@
+"""The embedded frontier: URL state in `DIR/crawl.db`, hand-out order decided in memory.
+
+The database holds every URL and its state; this object keeps only what makes `claim` cheap: for each
+host with fetchable waiting URLs, the smallest depth among them (its *head*), and for each host with
+URLs waiting to be retried, when the first retry is due. A claim picks the ready hosts with the lowest
+heads and runs one indexed query per chosen host; everything else (adds, captures, state changes,
+archive checkpoint) happens in one transaction per completed batch.
+
+Data owned by the writer thread (host ids) is only mutated there; `_heads` and `_retry_at` only on the
+event loop, from the rows the writer thread returns.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..fetch.politeness import Politeness
+from ..models import Completion, Entry, NewURL, State
+from ..store.db import Database, transaction
+from ..urls import fingerprint
+from ..store.index import capture_row, insert_captures
+from .base import FrontierCounts
+
+Row = tuple[Any, ...]
+
+MAX_STORED_URL = 4096
+"""Dropped URLs are kept to this length: a hostile page may link 100 KB URLs."""
+
+
+class SqliteFrontier:
+    """The `Frontier` of an embedded crawl."""
+
+    def __init__(self, db: Database, crawl_id: int, politeness: Politeness) -> None:
+        self._db = db
+        self._crawl = crawl_id
+        self._politeness = politeness
+        self._host_ids: dict[str, int] = {}
+        self._host_names: dict[int, str] = {}
+        self._heads: dict[int, int] = {}
+        self._retry_at: dict[int, float] = {}
+        self._last_served: dict[int, int] = {}
+        self._running = 0
+        self._done = 0
+        self._seq = 0
+
+    @classmethod
+    async def open(cls, db: Database, crawl_id: int, politeness: Politeness) -> SqliteFrontier:
+        """Open the crawl's frontier; URLs a dead process left running go back to waiting."""
+        frontier = cls(db, crawl_id, politeness)
+        heads, retries, done, seq = await db.run(frontier._load, time.time())
+        frontier._heads, frontier._retry_at, frontier._done, frontier._seq = heads, retries, done, seq
+        return frontier
+
+    def _load(self, conn: sqlite3.Connection, now: float) -> tuple[dict[int, int], dict[int, float], int, int]:
+        crawl = self._crawl
+        create_temp_tables(conn)
+        self._release_running(conn)
+        for host_id, host in conn.execute("SELECT id, host FROM hosts WHERE crawl_id = ?", (crawl,)):
+            self._host_ids[host] = host_id
+            self._host_names[host_id] = host
+        waiting = "FROM urls WHERE crawl_id = ? AND state = 0"
+        heads = dict(conn.execute(f"SELECT host_id, MIN(depth) {waiting} AND not_before <= ? GROUP BY host_id",
+                                  (crawl, now)).fetchall())
+        retries = dict(conn.execute(f"SELECT host_id, MIN(not_before) {waiting} AND not_before > ? "
+                                    "GROUP BY host_id", (crawl, now)).fetchall())
+        (done,) = conn.execute("SELECT COUNT(*) FROM urls WHERE crawl_id = ? AND state = 2", (crawl,)).fetchone()
+        (seq,) = conn.execute("SELECT MAX(MAX(added_seq), COALESCE(MAX(claim_seq), 0)) FROM urls "
+                              "WHERE crawl_id = ?", (crawl,)).fetchone()
+        return heads, retries, done, seq or 0
+
+    # -- adding -----------------------------------------------------------------------------------
+
+    async def add(self, urls: Sequence[NewURL]) -> int:
+        self._seq += 1
+        changed = await self._db.run(self._add_in_transaction, urls, self._seq, time.time())
+        self._raise_heads(changed)
+        return len(changed)
+
+    def _add_in_transaction(self, conn: sqlite3.Connection, urls: Sequence[NewURL], seq: int,
+                            now: float) -> list[Row]:
+        with transaction(conn):
+            return self._insert_urls(conn, urls, seq, now)
+
+    def _insert_urls(self, conn: sqlite3.Connection, urls: Iterable[NewURL], seq: int, now: float) -> list[Row]:
+        """Insert new URLs, lower the depth of waiting ones found closer; return (host_id, depth) of both."""
+        rows = [
+            (u.fp, u.url, self._host_id(conn, u.host), u.depth, u.kind, u.referrer_fp,
+             json.dumps(u.via) if u.via else None)
+            for u in urls
+        ]
+        if not rows:
+            return []
+        conn.executemany("INSERT INTO temp.new_urls VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        changed = conn.execute(
+            """
+            INSERT INTO urls(crawl_id, fp, url, host_id, depth, kind, referrer_fp, via, state, added_seq,
+                             discovered_at, updated_at)
+            SELECT ?, fp, url, host_id, depth, kind, referrer_fp, via, 0, ?, ?, ? FROM temp.new_urls WHERE true
+            ON CONFLICT(crawl_id, fp) DO UPDATE SET
+                depth = excluded.depth, referrer_fp = excluded.referrer_fp, via = excluded.via,
+                kind = excluded.kind, added_seq = excluded.added_seq, updated_at = excluded.updated_at
+            WHERE excluded.depth < urls.depth AND urls.state = 0
+            RETURNING host_id, depth
+            """,
+            (self._crawl, seq, now, now),
+        ).fetchall()
+        conn.execute("DELETE FROM temp.new_urls")
+        return changed
+
+    def _host_id(self, conn: sqlite3.Connection, host: str) -> int:
+        host_id = self._host_ids.get(host)
+        if host_id is None:
+            cur = conn.execute("INSERT INTO hosts(crawl_id, host) VALUES (?, ?)", (self._crawl, host))
+            host_id = cur.lastrowid
+            assert host_id is not None
+            self._host_ids[host] = host_id
+            self._host_names[host_id] = host
+        return host_id
+
+    def _raise_heads(self, changed: Iterable[Row]) -> None:
+        heads = self._heads
+        for host_id, depth in changed:
+            head = heads.get(host_id)
+            if head is None or depth < head:
+                heads[host_id] = depth
+
+    # -- claiming ---------------------------------------------------------------------------------
+
+    async def claim(self, n: int) -> list[Entry]:
+        now, mono = time.time(), time.monotonic()
+        if self._retry_at:
+            await self._wake_retries(now)
+        politeness, names = self._politeness, self._host_names
+        ready = []
+        for host_id, depth in self._heads.items():
+            free = politeness.free_slots(names[host_id], mono)
+            if free:
+                ready.append((depth, self._last_served.get(host_id, 0), host_id, free))
+        if not ready or n <= 0:
+            return []
+        ready.sort()
+        plan = []
+        for _depth, _served, host_id, free in ready:
+            take = min(free, n)
+            plan.append((host_id, take))
+            n -= take
+            if n == 0:
+                break
+        self._seq += 1
+        entries, heads = await self._db.run(self._claim_rows, plan, now, self._seq)
+        for host_id, head in heads.items():
+            self._last_served[host_id] = self._seq
+            if head is None:
+                self._heads.pop(host_id, None)
+            else:
+                self._heads[host_id] = head
+        for entry in entries:
+            politeness.reserve(entry.host, mono)
+        self._running += len(entries)
+        return entries
+
+    def _claim_rows(self, conn: sqlite3.Connection, plan: list[tuple[int, int]], now: float,
+                    seq: int) -> tuple[list[Entry], dict[int, int | None]]:
+        entries: list[Entry] = []
+        heads: dict[int, int | None] = {}
+        with transaction(conn):
+            for host_id, take in plan:
+                rows = conn.execute(
+                    "SELECT id, url, fp, depth, kind, referrer_fp, attempts, via FROM urls "
+                    "WHERE host_id = ? AND state = 0 AND not_before <= ? ORDER BY depth, id LIMIT ?",
+                    (host_id, now, take + 1),
+                ).fetchall()
+                heads[host_id] = rows[take][3] if len(rows) > take else None
+                rows = rows[:take]
+                conn.executemany("UPDATE urls SET state = 1, claim_seq = ?, updated_at = ? WHERE id = ?",
+                                 [(seq, now, row[0]) for row in rows])
+                host = self._host_names[host_id]
+                entries.extend(
+                    Entry(url=url, fp=fp, host=host, depth=depth, kind=kind, referrer_fp=referrer,
+                          attempts=attempts, via=tuple(json.loads(via)) if via else ())
+                    for _id, url, fp, depth, kind, referrer, attempts, via in rows
+                )
+        return entries, heads
+
+    async def _wake_retries(self, now: float) -> None:
+        due = [host_id for host_id, at in self._retry_at.items() if at <= now]
+        if not due:
+            return
+        for host_id in due:
+            del self._retry_at[host_id]
+        heads, later = await self._db.run(self._heads_of, due, now)
+        self._raise_heads(heads)
+        for host_id, at in later:
+            self._retry_later(host_id, at)
+
+    def _heads_of(self, conn: sqlite3.Connection, host_ids: list[int], now: float) -> tuple[list[Row], list[Row]]:
+        """For each host: its head among fetchable URLs, and when its next retry is due."""
+        heads: list[Row] = []
+        later: list[Row] = []
+        for host_id in host_ids:
+            for depth, not_before in conn.execute(
+                "SELECT MIN(depth), MIN(not_before) FROM urls WHERE host_id = ? AND state = 0 "
+                "GROUP BY not_before <= ?", (host_id, now),
+            ):
+                if not_before <= now:
+                    heads.append((host_id, depth))
+                else:
+                    later.append((host_id, not_before))
+        return heads, later
+
+    def _retry_later(self, host_id: int, at: float) -> None:
+        current = self._retry_at.get(host_id)
+        if current is None or at < current:
+            self._retry_at[host_id] = at
+
+    # -- completing -------------------------------------------------------------------------------
+
+    async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
+        self._seq += 1
+        changed = await self._db.run(self._complete_rows, batch, checkpoint, self._seq, time.time())
+        self._raise_heads(changed)
+        for item in batch:
+            if item.verdict == "retry":
+                host_id = self._host_ids[item.entry.host]
+                self._retry_later(host_id, item.not_before or 0.0)
+            elif item.verdict == "done":
+                self._done += 1
+        self._running -= len(batch)
+
+    def _complete_rows(self, conn: sqlite3.Connection, batch: Sequence[Completion],
+                       checkpoint: Mapping[str, int], seq: int, now: float) -> list[Row]:
+        crawl = self._crawl
+        children = [child for item in batch for child in item.children]
+        with transaction(conn):
+            changed = self._insert_urls(conn, children, seq, now)
+            conn.executemany(
+                "INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)",
+                [(crawl, item.entry.fp, child.fp) for item in batch for child in item.children],
+            )
+            insert_captures(conn, crawl, [capture_row(item.capture) for item in batch if item.capture])
+            conn.executemany(
+                "UPDATE urls SET state = ?, reason = ?, not_before = ?, attempts = attempts + 1, updated_at = ? "
+                "WHERE crawl_id = ? AND fp = ?",
+                [(_STATE[item.verdict], item.reason, item.not_before or 0.0, now, crawl, item.entry.fp)
+                 for item in batch],
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) VALUES (?, ?, ?, ?, ?)",
+                [(crawl, fingerprint(url), url[:MAX_STORED_URL], reason, item.entry.fp)
+                 for item in batch for url, reason in item.drops],
+            )
+            conn.executemany(
+                "INSERT INTO warc_files(crawl_id, name, committed_end) VALUES (?, ?, ?) "
+                "ON CONFLICT(crawl_id, name) DO UPDATE SET committed_end = excluded.committed_end",
+                [(crawl, name, end) for name, end in checkpoint.items()],
+            )
+        return changed
+
+    # -- state ------------------------------------------------------------------------------------
+
+    async def counts(self) -> FrontierCounts:
+        return await self._db.run(self._count_rows)
+
+    def _count_rows(self, conn: sqlite3.Connection) -> FrontierCounts:
+        counts = FrontierCounts()
+        for state, count in conn.execute(
+            "SELECT state, COUNT(*) FROM urls WHERE crawl_id = ? GROUP BY state", (self._crawl,)
+        ):
+            setattr(counts, State(state).name.lower(), count)
+        counts.waiting_by_depth = dict(conn.execute(
+            "SELECT depth, COUNT(*) FROM urls WHERE crawl_id = ? AND state = 0 GROUP BY depth ORDER BY depth",
+            (self._crawl,),
+        ).fetchall())
+        return counts
+
+    def done_count(self) -> int:
+        return self._done
+
+    @property
+    def running(self) -> int:
+        """URLs handed out by this process and not yet completed."""
+        return self._running
+
+    def exhausted(self) -> bool:
+        return not self._heads and not self._retry_at and self._running == 0
+
+    def next_wakeup(self) -> float | None:
+        if not self._heads and not self._retry_at:
+            return None
+        mono, now = time.monotonic(), time.time()
+        waits = [self._politeness.next_start(self._host_names[h]) - mono for h in self._heads]
+        waits.extend(at - now for at in self._retry_at.values())
+        return max(0.0, min(waits))
+
+    async def close(self) -> None:
+        await self._db.run(self._release_running)
+
+    def _release_running(self, conn: sqlite3.Connection) -> None:
+        with transaction(conn):
+            conn.execute("UPDATE urls SET state = 0 WHERE crawl_id = ? AND state = 1", (self._crawl,))
+
+
+_STATE = {"done": State.DONE, "failed": State.FAILED, "retry": State.WAITING}
+
+
+def create_temp_tables(conn: sqlite3.Connection) -> None:
+    """The per-connection scratch table `_insert_urls` fills before one INSERT … SELECT."""
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS new_urls(fp INTEGER, url TEXT, host_id INTEGER, depth INTEGER, "
+        "kind TEXT, referrer_fp INTEGER, via TEXT)"
+    )

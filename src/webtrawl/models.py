@@ -1,0 +1,172 @@
+"""The values that travel between the crawl's stages.
+
+They are small and mostly frozen so a stage can hand them on without copying; every backend stores them
+by fingerprint (a signed 64-bit integer, see `urls.fingerprint`), never by the raw URL string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Literal
+
+LinkKind = Literal["seed", "link", "requisite", "redirect"]
+"""How a URL was found: given by the user, linked, needed to display a page, or a redirect target."""
+
+
+class State(IntEnum):
+    """A URL's state in the frontier; stored as this integer."""
+
+    WAITING = 0
+    RUNNING = 1
+    DONE = 2
+    FAILED = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewURL:
+    """A normalized, in-scope URL on its way into the frontier."""
+
+    url: str
+    fp: int
+    host: str
+    depth: int
+    kind: LinkKind = "link"
+    referrer_fp: int | None = None
+    via: tuple[str, ...] = ()
+    """The redirect chain that led here (first URL first); empty unless `kind == "redirect"`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """A URL handed out by the frontier; it must come back through `Frontier.complete`."""
+
+    url: str
+    fp: int
+    host: str
+    depth: int
+    kind: LinkKind
+    referrer_fp: int | None
+    attempts: int
+    """Fetch attempts already made before this one (0 on the first)."""
+    via: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A link found on a page: absolute, normalized, not yet checked against the scope."""
+
+    url: str
+    kind: LinkKind = "link"
+
+
+@dataclass(slots=True, kw_only=True)
+class ParsedPage:
+    """What the parser learned from one HTML page."""
+
+    title: str = ""
+    text: str = ""
+    links: list[Link] = field(default_factory=list)
+    nofollow: bool = False
+    """`<meta name=robots content=nofollow>`: the page's links are not followed."""
+    noindex: bool = False
+    """`<meta name=robots content=noindex>`: the page's text is not put in the search index."""
+    canonical: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class FetchOutcome:
+    """What one HTTP request produced: a response (possibly an error status) or an error without one."""
+
+    url: str
+    started_at: float
+    """Wall-clock time (epoch seconds) the request started."""
+    status: int | None = None
+    reason: str = ""
+    http_version: str = "1.1"
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    """Response headers as received (names keep their case; values decoded as latin-1)."""
+    body: bytes = b""
+    """The body as received: content-encoding intact, transfer-encoding removed, cut at the size limit."""
+    truncated: str | None = None
+    """Why the body is incomplete, as WARC-Truncated says it: "length", "time" or "disconnect"."""
+    error: str | None = None
+    """Why there is no usable response: a short reason recorded with the URL."""
+    retryable: bool = False
+    retry_after: float | None = None
+    ip: str | None = None
+    ttfb: float | None = None
+    elapsed: float = 0.0
+
+    def header(self, name: str) -> str | None:
+        """The first value of a response header, case-insensitively."""
+        lname = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lname:
+                return value
+        return None
+
+    @property
+    def content_type(self) -> str:
+        """The media type without parameters, lower case ('' when absent)."""
+        value = self.header("Content-Type") or ""
+        return value.split(";", 1)[0].strip().lower()
+
+
+@dataclass(slots=True, kw_only=True)
+class WarcLocation:
+    """Where a capture's response record sits in the archive."""
+
+    file: str
+    offset: int
+    length: int
+    payload_digest: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class Capture:
+    """One fetch of one URL as the page index keeps it."""
+
+    fp: int
+    url: str
+    fetched_at: float
+    status: int | None
+    content_type: str
+    size: int
+    truncated: str | None = None
+    title: str = ""
+    text: str = ""
+    location: str | None = None
+    """The resolved redirect target of a 3xx response."""
+    redirects: tuple[str, ...] = ()
+    """URLs that redirected to this one, first first."""
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+    etag: str | None = None
+    last_modified: str | None = None
+    ip: str | None = None
+    ttfb: float | None = None
+    elapsed: float = 0.0
+    warc: WarcLocation | None = None
+    error: str | None = None
+
+
+Verdict = Literal["done", "failed", "retry"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Completion:
+    """The result of handling one `Entry`, committed to the frontier in one batch with others."""
+
+    entry: Entry
+    verdict: Verdict
+    reason: str | None = None
+    """For "failed" and "retry": why, in a few words."""
+    not_before: float | None = None
+    """For "retry": the wall-clock time before which the URL is not handed out again."""
+    capture: Capture | None = None
+    children: list[NewURL] = field(default_factory=list)
+    """In-scope links of the page (already seen ones too: they become link edges)."""
+    drops: list[tuple[str, str]] = field(default_factory=list)
+    """Links the scope refused: (url, reason)."""

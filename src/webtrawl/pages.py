@@ -1,0 +1,166 @@
+"""What happens to one URL handed out by the frontier: robots check, fetch, parse, and the verdict.
+
+`PageHandler.handle` never raises for a URL: whatever goes wrong becomes a failed (or retry-later)
+completion with a reason, so one bad page never stops the crawl.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+from .config import CrawlConfig
+from .errors import InvalidURL
+from .fetch.fetcher import Fetcher
+from .fetch.politeness import Politeness
+from .models import Capture, Completion, Entry, FetchOutcome, NewURL, ParsedPage
+from .parse.decode import decompress, sniff_charset, to_text
+from .parse.html import parse_html
+from .scope import Scope
+from .stats import Stats
+from .store.crawls import add_extra_host
+from .store.db import Database
+from .urls import fingerprint, host_key, normalize, origin
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
+"""Content types parsed as HTML ('' = no Content-Type: browsers sniff, and so do we)."""
+
+
+@dataclass(slots=True)
+class PageResult:
+    """A completion on its way to the committer, with what the archive needs."""
+
+    completion: Completion
+    outcome: FetchOutcome | None = None
+    """The response to archive (None when nothing was received)."""
+    decoded: bytes | None = None
+    """The decoded body, for the mirror."""
+
+
+class PageHandler:
+    """Turns an `Entry` into a result for the committer."""
+
+    def __init__(self, config: CrawlConfig, scope: Scope, fetcher: Fetcher, politeness: Politeness,
+                 db: Database, crawl_id: int, stats: Stats) -> None:
+        self._config = config
+        self._scope = scope
+        self._fetcher = fetcher
+        self._politeness = politeness
+        self._db = db
+        self._crawl_id = crawl_id
+        self._stats = stats
+
+    async def handle(self, entry: Entry) -> PageResult:
+        try:
+            rules = self._politeness.rules(entry.host)
+            if rules is not None and not rules.allowed(entry.url):
+                self._politeness.cancel(entry.host)
+                return PageResult(Completion(entry=entry, verdict="failed", reason="blocked by robots.txt"))
+            try:
+                outcome = await self._fetcher.fetch(entry.url, any_type=entry.kind == "requisite")
+            finally:
+                self._politeness.release(entry.host)
+            self._stats.record(outcome.status, len(outcome.body), outcome.error)
+            return await self._judge(entry, outcome)
+        except Exception as exc:  # one URL's bug must not stop the crawl
+            log.exception("error while handling %s", entry.url)
+            return PageResult(Completion(entry=entry, verdict="failed", reason=f"internal error: {exc!r}"[:300]))
+
+    async def _judge(self, entry: Entry, outcome: FetchOutcome) -> PageResult:
+        capture = Capture(
+            fp=entry.fp, url=entry.url, fetched_at=outcome.started_at, status=outcome.status,
+            content_type=outcome.content_type, size=len(outcome.body), truncated=outcome.truncated,
+            redirects=entry.via, request_headers=outcome.request_headers, response_headers=outcome.headers,
+            etag=outcome.header("ETag"), last_modified=outcome.header("Last-Modified"), ip=outcome.ip,
+            ttfb=outcome.ttfb, elapsed=outcome.elapsed, error=outcome.error,
+        )
+        archived = outcome if outcome.status is not None else None
+        status = outcome.status
+        if outcome.retryable or status is None:
+            reason = outcome.error or f"HTTP {status}"
+            completion = self._retry_or_fail(entry, outcome, reason)
+            completion.capture = capture
+            return PageResult(completion, archived)
+        completion = Completion(entry=entry, verdict="done", capture=capture)
+        decoded = None
+        if 300 <= status < 400:
+            new_host = self._follow_redirect(entry, outcome, completion)
+            if new_host is not None:
+                await self._db.run(add_extra_host, self._crawl_id, new_host)
+        elif status >= 400:
+            completion.verdict, completion.reason = "failed", f"HTTP {status}"
+        elif outcome.content_type in HTML_TYPES and outcome.body:
+            decoded, page = self._parse(entry, outcome)
+            capture.title, capture.text = page.title, page.text
+            self._add_links(entry, page, completion)
+        return PageResult(completion, archived, decoded)
+
+    def _retry_or_fail(self, entry: Entry, outcome: FetchOutcome, reason: str) -> Completion:
+        """Retry later with exponential backoff and jitter while the attempt and wait budgets last."""
+        fetch = self._config.fetch
+        attempt = entry.attempts + 1
+        waited = fetch.backoff * (2 ** entry.attempts - 1)
+        wait = outcome.retry_after if outcome.retry_after is not None else (
+            fetch.backoff * 2 ** entry.attempts * random.uniform(0.75, 1.25))
+        if attempt >= fetch.max_attempts or waited + wait > fetch.max_retry_wait:
+            return Completion(entry=entry, verdict="failed", reason=f"{reason} (after {attempt} attempts)")
+        return Completion(entry=entry, verdict="retry", reason=reason, not_before=time.time() + wait)
+
+    def _parse(self, entry: Entry, outcome: FetchOutcome) -> tuple[bytes, ParsedPage]:
+        config = self._config
+        body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), config.fetch.max_size)
+        text = to_text(body, sniff_charset(body, outcome.header("Content-Type")))
+        page = parse_html(text, entry.url, requisites=config.scope.page_requisites,
+                          follow_nofollow=config.scope.follow_nofollow)
+        return body, page
+
+    def _add_links(self, entry: Entry, page: ParsedPage, completion: Completion) -> None:
+        check, depth = self._scope.check, entry.depth + 1
+        children, drops = completion.children, completion.drops
+        for link in page.links:
+            # Requisites are judged at the page's own depth: a page at the depth limit still displays.
+            reason = check(link.url, entry.depth if link.kind == "requisite" else depth)
+            if reason is None:
+                children.append(NewURL(url=link.url, fp=fingerprint(link.url), host=origin(link.url),
+                                       depth=depth, kind=link.kind, referrer_fp=entry.fp))
+            else:
+                drops.append((link.url, reason))
+
+    def _follow_redirect(self, entry: Entry, outcome: FetchOutcome, completion: Completion) -> str | None:
+        """A redirect target joins the frontier at the same depth, so it gets politeness, robots and dedup.
+
+        Returns a host the scope gained because a seed redirected to it (to be remembered for resumes).
+        """
+        location = outcome.header("Location")
+        if not location:
+            return None
+        try:
+            target = normalize(location, entry.url)
+        except InvalidURL:
+            completion.drops.append((location, "bad-redirect"))
+            return None
+        assert completion.capture is not None
+        completion.capture.location = target
+        chain = (*entry.via, entry.url)
+        if target in chain:
+            completion.drops.append((target, "redirect-loop"))
+            return None
+        if len(chain) > self._config.fetch.max_redirects:
+            completion.drops.append((target, "too-many-redirects"))
+            return None
+        new_host = None
+        if entry.depth == 0 and host_key(target) not in self._scope.hosts:
+            new_host = host_key(target)
+            self._scope.add_host(new_host)
+        reason = self._scope.check(target, entry.depth)
+        if reason is not None:
+            completion.drops.append((target, reason))
+        else:
+            completion.children.append(NewURL(url=target, fp=fingerprint(target), host=origin(target),
+                                              depth=entry.depth, kind="redirect", referrer_fp=entry.fp,
+                                              via=chain))
+        return new_host

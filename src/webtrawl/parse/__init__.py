@@ -1,0 +1,1 @@
+"""HTML parsing and decoding of response bodies for parsing."""

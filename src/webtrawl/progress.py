@@ -1,0 +1,126 @@
+"""What the terminal shows: a live display while crawling (or a log line every few seconds when stdout
+is not a terminal), and the report at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from types import TracebackType
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from .crawler import Crawler
+from .frontier.base import FrontierCounts
+from .stats import CrawlReport
+
+REFRESH = 0.5
+"""Seconds between two updates of the live display."""
+PLAIN_EVERY = 5.0
+"""Seconds between two log lines in plain mode."""
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02}:{secs:02}"
+
+
+class Progress:
+    """Shows a running crawl; use as `async with Progress(crawler):` around `crawler.run()`."""
+
+    def __init__(self, crawler: Crawler, *, plain: bool, console: Console | None = None) -> None:
+        self._crawler = crawler
+        self._plain = plain
+        self._console = console or Console(stderr=plain)
+        self._task: asyncio.Task[None] | None = None
+        self._counts = FrontierCounts()
+
+    async def __aenter__(self) -> Progress:
+        self._task = asyncio.create_task(self._show())
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _refresh_counts(self) -> None:
+        frontier = self._crawler.frontier
+        if frontier is not None:
+            with contextlib.suppress(Exception):  # the display must never break the crawl
+                self._counts = await frontier.counts()
+
+    async def _show(self) -> None:
+        if self._plain:
+            while True:
+                await asyncio.sleep(PLAIN_EVERY)
+                await self._refresh_counts()
+                self._console.print(self._line(), highlight=False)
+        with Live(self._table(), console=self._console, refresh_per_second=4, transient=True) as live:
+            tick = 0
+            while True:
+                await asyncio.sleep(REFRESH)
+                if tick % 2 == 0:
+                    await self._refresh_counts()
+                tick += 1
+                live.update(self._table())
+
+    def _line(self) -> str:
+        stats, counts = self._crawler.stats, self._counts
+        pages_s, _bytes_s = stats.rates()
+        return (f"[{_duration(stats.elapsed)}] {stats.pages} pages ({pages_s:.1f}/s), {_size(stats.bytes)}, "
+                f"{stats.fetching} in flight, {counts.waiting} waiting, {counts.done} done, "
+                f"{counts.failed} failed, {stats.errors} errors")
+
+    def _table(self) -> Group:
+        stats, counts = self._crawler.stats, self._counts
+        pages_s, bytes_s = stats.rates()
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column(justify="right")
+        table.add_row("elapsed", _duration(stats.elapsed))
+        table.add_row("pages", f"{stats.pages:,}  ({pages_s:,.1f}/s)")
+        table.add_row("bytes", f"{_size(stats.bytes)}  ({_size(bytes_s)}/s)")
+        table.add_row("in flight", f"{stats.fetching}")
+        table.add_row("done / failed", f"{counts.done:,} / {counts.failed:,}")
+        table.add_row("errors", f"{stats.errors:,}")
+        depths = "  ".join(f"{d}:{n:,}" for d, n in sorted(counts.waiting_by_depth.items())[:10])
+        table.add_row("waiting", f"{counts.waiting:,}" + (f"  by depth {depths}" if depths else ""))
+        return Group(Text(f"webtrawl — crawl {self._crawler.config.name!r}", style="bold cyan"), table)
+
+
+def print_report(report: CrawlReport, console: Console | None = None) -> None:
+    """The end-of-run report: totals, rate, and counts by status, failure and drop reason."""
+    console = console or Console()
+    console.print(f"[bold]{report.outcome}[/bold]: crawl {report.name!r}")
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold")
+    summary.add_column(justify="right")
+    summary.add_row("pages this run", f"{report.pages:,}")
+    summary.add_row("bytes", _size(report.bytes))
+    summary.add_row("elapsed", f"{report.elapsed:.1f} s")
+    summary.add_row("pages/s", f"{report.pages_per_second:,.1f}")
+    summary.add_row("done (whole crawl)", f"{report.done_total:,}")
+    summary.add_row("failed (whole crawl)", f"{report.failed_total:,}")
+    summary.add_row("still waiting", f"{report.waiting:,}")
+    console.print(summary)
+    for title, counts in (("by status", report.statuses), ("failed by reason", report.failures),
+                          ("dropped by reason", report.drops)):
+        if counts:
+            table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2))
+            for key, value in counts.items():
+                table.add_row(str(key), f"{value:,}")
+            console.print(table)

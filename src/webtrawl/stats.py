@@ -1,0 +1,71 @@
+"""Counters of a running crawl, and the report at its end.
+
+The crawler updates `Stats` on the event loop; the progress display reads it. Rates are over a sliding
+window so the display shows the current speed, while the report divides totals by elapsed time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Stats:
+    started: float = field(default_factory=time.monotonic)
+    pages: int = 0
+    """Responses received in this run (any status)."""
+    bytes: int = 0
+    """Body bytes received in this run."""
+    errors: int = 0
+    """Fetches that ended without a usable response, or with a 5xx/429."""
+    fetching: int = 0
+    statuses: Counter[int] = field(default_factory=Counter)
+    _window: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=64))
+
+    def record(self, status: int | None, size: int, error: str | None) -> None:
+        if status is not None:
+            self.pages += 1
+            self.statuses[status] += 1
+        self.bytes += size
+        if error or status is None or status >= 500 or status == 429:
+            self.errors += 1
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def rates(self) -> tuple[float, float]:
+        """(pages/s, bytes/s) over roughly the last ten seconds; call it about once a second."""
+        now = time.monotonic()
+        self._window.append((now, self.pages, self.bytes))
+        while len(self._window) > 2 and now - self._window[0][0] > 10:
+            self._window.popleft()
+        then, pages, size = self._window[0]
+        span = now - then
+        if span <= 0:
+            return 0.0, 0.0
+        return (self.pages - pages) / span, (self.bytes - size) / span
+
+
+@dataclass(slots=True, kw_only=True)
+class CrawlReport:
+    """What a run did, and where the whole crawl stands."""
+
+    name: str
+    outcome: str
+    """"finished", "max-pages", "max-time" or "interrupted"."""
+    pages: int
+    bytes: int
+    elapsed: float
+    done_total: int
+    failed_total: int
+    waiting: int
+    statuses: dict[int, int]
+    failures: dict[str, int]
+    drops: dict[str, int]
+
+    @property
+    def pages_per_second(self) -> float:
+        return self.pages / self.elapsed if self.elapsed > 0 else 0.0

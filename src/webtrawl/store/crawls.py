@@ -1,0 +1,72 @@
+"""The crawls of a directory: each has a name, an identity checked on resume, and its scope additions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Any
+
+from ..errors import IdentityMismatch, StoreError
+from .db import transaction
+
+
+def open_crawl(conn: sqlite3.Connection, name: str, identity: dict[str, Any]) -> tuple[int, list[str]]:
+    """Create the crawl `name` or resume it; returns its id and the hosts its seeds redirected to.
+
+    A resume with a different identity is refused, naming what differs, because mixing two scopes in one
+    frontier would silently change what the crawl contains.
+    """
+    row = conn.execute("SELECT id, identity, extra_hosts FROM crawls WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        with transaction(conn):
+            cur = conn.execute(
+                "INSERT INTO crawls(name, identity, created_at) VALUES (?, ?, ?)",
+                (name, json.dumps(identity, sort_keys=True), time.time()),
+            )
+        assert cur.lastrowid is not None
+        return cur.lastrowid, []
+    crawl_id, stored, extra = row
+    differences = _differences(json.loads(stored), identity)
+    if differences:
+        raise IdentityMismatch(
+            f"crawl {name!r} in this directory was started with other settings ({'; '.join(differences)}); "
+            "use the same ones to resume, or another --name / --out for a new crawl"
+        )
+    return crawl_id, json.loads(extra)
+
+
+def _differences(stored: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
+    found = []
+    for key in sorted(set(stored) | set(wanted)):
+        old, new = stored.get(key), wanted.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            found.extend(_differences(old, new, f"{prefix}{key}."))
+        elif old != new:
+            found.append(f"{prefix}{key}: was {old!r}, now {new!r}")
+    return found
+
+
+def add_extra_host(conn: sqlite3.Connection, crawl_id: int, host: str) -> None:
+    with transaction(conn):
+        (extra,) = conn.execute("SELECT extra_hosts FROM crawls WHERE id = ?", (crawl_id,)).fetchone()
+        hosts = json.loads(extra)
+        if host not in hosts:
+            hosts.append(host)
+            conn.execute("UPDATE crawls SET extra_hosts = ? WHERE id = ?", (json.dumps(hosts), crawl_id))
+
+
+def committed_warcs(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
+    return dict(conn.execute(
+        "SELECT name, committed_end FROM warc_files WHERE crawl_id = ?", (crawl_id,)
+    ).fetchall())
+
+
+def crawl_id_of(conn: sqlite3.Connection, name: str) -> int:
+    """The id of crawl `name`; an unknown name is an error that lists the names there are."""
+    row = conn.execute("SELECT id FROM crawls WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        names = [n for (n,) in conn.execute("SELECT name FROM crawls ORDER BY name")]
+        there = ", ".join(names) if names else "none"
+        raise StoreError(f"no crawl named {name!r} here (crawls: {there})")
+    return int(row[0])

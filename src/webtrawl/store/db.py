@@ -1,0 +1,161 @@
+"""The crawl directory: its lock, and its SQLite database driven from one writer thread.
+
+SQLite calls block, so the crawl never makes them on the event loop: every call goes through
+`Database.run`, which executes it on a single dedicated thread (one connection, so no locking between
+our own writers, and calls run in the order they were made). Readers in other processes (status,
+export, the dashboard) open their own read-only connections; WAL lets them read while the crawl writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
+
+from ..errors import StoreError, StoreLocked
+from .schema import MIGRATIONS
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+DB_NAME = "crawl.db"
+LOCK_NAME = ".webtrawl.lock"
+
+
+class DirectoryLock:
+    """An exclusive lock on a crawl directory, held for the life of the process that owns the crawl.
+
+    `flock` is released by the kernel when the process dies, so a killed crawl never leaves a stale lock.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise StoreLocked(
+                f"{self._path.parent} is in use by a running crawl (pid {holder}); "
+                "wait for it to finish or stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def prepare_directory(directory: Path) -> Path:
+    """Create the crawl directory if needed and check it is writable; errors become StoreError."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".webtrawl-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StoreError(f"cannot write to {directory}: {exc.strerror or exc}") from None
+    return directory
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open the crawl database with the settings every connection needs, migrating it when writable."""
+    if readonly and not path.exists():
+        raise StoreError(f"no crawl database at {path}")
+    try:
+        if readonly:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+        else:
+            conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        if not readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            migrate(conn)
+        conn.execute("PRAGMA cache_size = -65536")
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"cannot open {path}: {exc}") from None
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Apply the migrations the database has not seen yet, each in its own transaction."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version > len(MIGRATIONS):
+        raise StoreError(
+            f"the crawl database is from a newer webtrawl (schema {version}, this one knows {len(MIGRATIONS)})"
+        )
+    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+        conn.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
+
+
+class Database:
+    """The crawl database, used only from its own writer thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webtrawl-db")
+        self._conn: sqlite3.Connection | None = None
+
+    async def open(self) -> Database:
+        self._conn = await self._submit(connect, self.path)
+        return self
+
+    async def run(
+        self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Run `fn(conn, *args)` on the writer thread; sqlite errors come back as StoreError."""
+        conn = self._conn
+        if conn is None:
+            raise StoreError("the crawl database is closed")
+        return await self._submit(fn, conn, *args, **kwargs)
+
+    async def _submit(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"crawl database error: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await asyncio.get_running_loop().run_in_executor(self._executor, _close, conn)
+        self._executor.shutdown(wait=True)
+
+
+def _close(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """`with transaction(conn):` BEGIN IMMEDIATE … COMMIT, rolled back on any error.
+
+    Connections run in autocommit mode (isolation_level=None) so every transaction is explicit.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

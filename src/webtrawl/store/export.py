@@ -1,0 +1,166 @@
+"""`webtrawl export DIR --format jsonl|csv|cdxj`: the captures of one crawl, streamed to a text file.
+
+JSONL and CSV give one row per capture in capture order, with the fields in `FIELDS`:
+
+- `final_url`: where a redirect leads, followed through the latest capture of each target for at most
+  `MAX_HOPS` hops; a loop stops where it closes (`/a` → `/b` → `/a` gives `/a`). For a capture that is
+  not a redirect, the URL itself.
+- `depth`: the URL's depth in the crawl (the smallest it was found at).
+- `fetched_at`: ISO 8601 in UTC, to the second (`2024-05-01T12:00:00Z`).
+- `redirects`: the URLs that redirected to this one, first first (a list in JSONL; space-separated in CSV,
+  as URLs have no spaces). Missing values are `null` in JSONL and empty in CSV.
+
+CDXJ is the index replay tools (pywb and others) read: one line per capture with a WARC record,
+`<SURT> <yyyymmddhhmmss> {json}`, sorted by SURT then time, values written as `cdxj-indexer` writes them
+(strings; digest without its `sha1:` prefix). SQLite sorts it (spilling to disk when large), so no
+export holds more than one row in memory, however big the crawl.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+from typing import Any, Literal, TextIO
+
+from ..errors import InvalidURL
+from ..urls import fingerprint, normalize, surt
+from .crawls import crawl_id_of
+
+Format = Literal["jsonl", "csv", "cdxj"]
+
+FIELDS = (
+    "url", "final_url", "status", "content_type", "size", "title", "depth", "fetched_at", "warc_file",
+    "warc_offset", "warc_length", "payload_digest", "truncated", "error", "redirects",
+)  # fmt: skip
+MAX_HOPS = 10
+
+# `+c.crawl_id` keeps SQLite from using the (crawl_id, fp) index: walking the table in id order streams
+# rows from the first one, where the index would need every row sorted by id first.
+_ROWS = """
+    SELECT c.url, c.location, c.status, c.content_type, c.size, c.title, u.depth, c.fetched_at, c.warc_file,
+           c.warc_offset, c.warc_length, c.payload_digest, c.truncated, c.error, c.redirects
+    FROM captures c LEFT JOIN urls u ON u.crawl_id = c.crawl_id AND u.fp = c.fp
+    WHERE +c.crawl_id = ? ORDER BY c.id
+"""
+_LATEST = """
+    SELECT status, location FROM captures WHERE crawl_id = ? AND fp = ?
+    ORDER BY fetched_at DESC, id DESC LIMIT 1
+"""
+_CDXJ_ROWS = """
+    SELECT webtrawl_surt(url) AS key, fetched_at, url, content_type, status, payload_digest, warc_length,
+           warc_offset, warc_file
+    FROM captures WHERE crawl_id = ? AND warc_file IS NOT NULL ORDER BY key, fetched_at, id
+"""
+
+
+def export(conn: sqlite3.Connection, crawl: str, fmt: Format, out: TextIO) -> int:
+    """Write the captures of crawl `crawl` to `out` in `fmt`; return how many rows were written.
+
+    An unknown crawl name is a StoreError that lists the crawls there are.
+    """
+    writers: dict[str, Callable[[sqlite3.Connection, int, TextIO], int]] = {
+        "jsonl": _jsonl,
+        "csv": _csv,
+        "cdxj": _cdxj,
+    }
+    if fmt not in writers:
+        raise ValueError(f"unknown export format {fmt!r} (known: {', '.join(writers)})")
+    return writers[fmt](conn, crawl_id_of(conn, crawl), out)
+
+
+def _iso(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
+
+
+def _rows(conn: sqlite3.Connection, crawl_id: int) -> Iterator[dict[str, Any]]:
+    """Capture rows in capture order, as dicts keyed by FIELDS."""
+    final_url = _redirect_resolver(conn, crawl_id)
+    for url, location, status, *rest in conn.execute(_ROWS, (crawl_id,)):
+        row = dict(zip(FIELDS, (url, url, status, *rest), strict=True))
+        if location and status is not None and 300 <= status < 400:
+            row["final_url"] = final_url(location)
+        row["fetched_at"] = _iso(row["fetched_at"])
+        row["redirects"] = json.loads(row["redirects"]) if row["redirects"] else []
+        yield row
+
+
+def _redirect_resolver(conn: sqlite3.Connection, crawl_id: int) -> Callable[[str], str]:
+    """`final_url(location)`: where a chain of redirects starting at `location` ends.
+
+    Answers are remembered for the most recent targets, since many pages often redirect to the same one.
+    """
+
+    def latest(url: str) -> tuple[int | None, str | None] | None:
+        try:
+            fp = fingerprint(normalize(url))
+        except InvalidURL:
+            return None
+        return conn.execute(_LATEST, (crawl_id, fp)).fetchone()
+
+    @lru_cache(maxsize=4096)
+    def final_url(location: str) -> str:
+        current, seen = location, {location}
+        for _ in range(MAX_HOPS - 1):
+            found = latest(current)
+            if found is None:
+                break
+            status, target = found
+            if not (target and status is not None and 300 <= status < 400) or target in seen:
+                break
+            current = target
+            seen.add(current)
+        return current
+
+    return final_url
+
+
+def _jsonl(conn: sqlite3.Connection, crawl_id: int, out: TextIO) -> int:
+    count = 0
+    for row in _rows(conn, crawl_id):
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def _csv(conn: sqlite3.Connection, crawl_id: int, out: TextIO) -> int:
+    """CSV with a header row; lines end in `\\n` (Unix tools and `csv.reader` both read that)."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(FIELDS)
+    count = 0
+    for row in _rows(conn, crawl_id):
+        row["redirects"] = " ".join(row["redirects"])
+        writer.writerow(row.values())
+        count += 1
+    return count
+
+
+def _surt_key(url: str) -> str:
+    try:
+        return surt(url)
+    except InvalidURL:  # not a crawlable URL, yet it has a record: sort it by itself rather than fail
+        return url
+
+
+def _cdxj(conn: sqlite3.Connection, crawl_id: int, out: TextIO) -> int:
+    conn.create_function("webtrawl_surt", 1, _surt_key, deterministic=True)
+    count = 0
+    for key, fetched_at, url, mime, status, digest, length, offset, filename in conn.execute(
+        _CDXJ_ROWS, (crawl_id,)
+    ):
+        fields = {
+            "url": url,
+            "mime": mime or "-",
+            "status": "-" if status is None else str(status),
+            "digest": (digest or "-").removeprefix("sha1:"),
+            "length": str(length),
+            "offset": str(offset),
+            "filename": filename,
+        }
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(fetched_at))
+        out.write(f"{key} {stamp} {json.dumps(fields, ensure_ascii=False)}\n")
+        count += 1
+    return count

@@ -1,0 +1,65 @@
+"""The page index: capture rows and the queries that read them.
+
+Writes happen inside the frontier's commit transaction (so a capture row exists exactly when its URL is
+done); reads serve `status`, `export` and the dashboard through their own connections.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from ..models import Capture
+
+_COLUMNS = (
+    "fp, url, fetched_at, status, content_type, size, truncated, title, text, location, redirects, "
+    "request_headers, response_headers, etag, last_modified, payload_digest, ip, ttfb, elapsed, "
+    "warc_file, warc_offset, warc_length, error"
+)
+_INSERT = f"INSERT INTO captures(crawl_id, {_COLUMNS}) VALUES ({', '.join('?' * 24)})"
+
+
+def capture_row(capture: Capture) -> tuple[Any, ...]:
+    """The column values of one capture, in `_COLUMNS` order."""
+    warc = capture.warc
+    return (
+        capture.fp, capture.url, capture.fetched_at, capture.status, capture.content_type, capture.size,
+        capture.truncated, capture.title, capture.text, capture.location,
+        json.dumps(capture.redirects) if capture.redirects else None,
+        json.dumps(capture.request_headers), json.dumps(capture.response_headers),
+        capture.etag, capture.last_modified, warc.payload_digest if warc else None, capture.ip,
+        capture.ttfb, capture.elapsed,
+        warc.file if warc else None, warc.offset if warc else None, warc.length if warc else None,
+        capture.error,
+    )
+
+
+def insert_captures(conn: sqlite3.Connection, crawl_id: int, rows: Sequence[tuple[Any, ...]]) -> None:
+    conn.executemany(_INSERT, [(crawl_id, *row) for row in rows])
+
+
+def drop_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
+    """Dropped URLs counted by reason, leaving out those the crawl accepted later by a shorter path."""
+    return dict(conn.execute(
+        "SELECT reason, COUNT(*) FROM dropped d WHERE crawl_id = ? AND NOT EXISTS "
+        "(SELECT 1 FROM urls u WHERE u.crawl_id = d.crawl_id AND u.fp = d.fp) "
+        "GROUP BY reason ORDER BY COUNT(*) DESC", (crawl_id,)
+    ).fetchall())
+
+
+def failure_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
+    """Failed URLs counted by reason."""
+    return dict(conn.execute(
+        "SELECT reason, COUNT(*) FROM urls WHERE crawl_id = ? AND state = 3 GROUP BY reason "
+        "ORDER BY COUNT(*) DESC", (crawl_id,)
+    ).fetchall())
+
+
+def status_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[int, int]:
+    """Captures counted by HTTP status (every fetch, retries included)."""
+    return dict(conn.execute(
+        "SELECT status, COUNT(*) FROM captures WHERE crawl_id = ? AND status IS NOT NULL "
+        "GROUP BY status ORDER BY status", (crawl_id,)
+    ).fetchall())

@@ -1,0 +1,145 @@
+"""URL normalization, fingerprints and keys: pure functions on strings, fast enough for every link.
+
+Parsing and resolving follow the WHATWG URL standard (through ada), so a link means here what it means
+in a browser: tabs and newlines inside it are removed, leading and trailing spaces and control characters
+are stripped, backslashes count as slashes, hosts are lowercased and IDNA-encoded, numeric IPv4 forms
+(`0x7f.1`) are canonicalized, default ports dropped and dot segments resolved. On top of that,
+`normalize` drops the fragment, an empty query (`?` alone) and trailing dots of the host name.
+
+Deliberately *not* done, because servers may tell these apart: decoding or re-casing percent escapes
+(`/%7e` and `/~` stay different), reordering or removing query parameters, removing a trailing slash
+(`/a` and `/a/` stay different), removing userinfo (`http://user:pw@host/` is kept as given, so it is
+stored and sent as given).
+
+Every function except `normalize` and `surt` takes an already normalized URL and works by slicing the
+string, which is only correct for `normalize`'s output: the authority of a normalized URL ends at its
+first `/`, and `@`, `/`, `?` and `#` appear in it only as delimiters.
+"""
+
+from __future__ import annotations
+
+from ada_url import URL, join_url, normalize_url
+from xxhash import xxh3_64_intdigest
+
+from .errors import InvalidURL
+
+NORMALIZATION_VERSION: int = 1
+"""Bumped whenever `normalize` can return a different string for some input: part of a crawl's identity."""
+
+_SIGN_BIT = 1 << 63
+
+
+def normalize(url: str, base: str | None = None) -> str:
+    """The canonical absolute form of `url` (resolved against `base` as a browser would).
+
+    Raises `InvalidURL` for anything that is not an http(s) URL: "malformed URL" when it cannot be parsed
+    (or resolved), "unsupported scheme 'mailto'" and the like for other schemes. The result is stable:
+    `normalize(normalize(x)) == normalize(x)`.
+    """
+    try:
+        href = normalize_url(url) if base is None else join_url(base, url)
+    except ValueError:
+        raise InvalidURL("malformed URL") from None
+    if not href.startswith(("http://", "https://")):
+        raise InvalidURL(f"unsupported scheme {href.partition(':')[0]!r}")
+    # The first '#' ends the URL proper: before the fragment, '#' is always percent-encoded.
+    if "#" in href:
+        href = href[: href.index("#")]
+    # Likewise the first '?' starts the query; a lone one at the end is an empty query.
+    if href[-1] == "?" and href.index("?") == len(href) - 1:
+        href = href[:-1]
+    # The host ends before the path's first '/' (searching from index 8 skips "http://" and "https://",
+    # as a host has at least one character). ".:" anywhere hints at "host.:port"; the slow path checks.
+    if href[href.find("/", 8) - 1] == "." or ".:" in href:
+        href = _strip_host_dots(href)
+    return href
+
+
+def _strip_host_dots(href: str) -> str:
+    """`href` with trailing dots removed from its host name (`example.com.` names `example.com`).
+
+    Setting the host through the parser, not by editing the string, keeps the result canonical:
+    `0x7f.1.` must become `127.0.0.1`, as `0x7f.1` would.
+    """
+    parsed = URL(href)
+    hostname = parsed.hostname
+    stripped = hostname.rstrip(".")
+    if stripped == hostname:  # the hint came from the userinfo or the path
+        return href
+    if not stripped:
+        raise InvalidURL("malformed URL")
+    try:
+        parsed.hostname = stripped
+    except ValueError:
+        raise InvalidURL("malformed URL") from None
+    return parsed.href
+
+
+def fingerprint(url: str) -> int:
+    """A stable signed 64-bit hash of a normalized URL (fits an SQLite INTEGER); the key for dedup."""
+    return (xxh3_64_intdigest(url.encode()) ^ _SIGN_BIT) - _SIGN_BIT
+
+
+def host_key(url: str) -> str:
+    """`host` or `host:port` (port only when not the default) of a normalized URL, without userinfo.
+
+    Politeness, scope and partitions are decided per host key.
+    """
+    end = url.find("/", 8)  # as in `normalize`: the first '/' from index 8 on starts the path
+    if end < 0:
+        end = len(url)
+    host = url[8 if url[4] == "s" else 7 : end]
+    return host[host.rindex("@") + 1 :] if "@" in host else host
+
+
+def origin(url: str) -> str:
+    """`scheme://host[:port]` of a normalized URL: where its robots.txt lives."""
+    return url[: url.find("://") + 3] + host_key(url)
+
+
+def partition_of(host: str, partitions: int) -> int:
+    """The partition (0 … partitions-1) a host key belongs to; stable across processes and machines.
+
+    Any string can be partitioned this way; with `--partition-by url` the caller passes whole URLs.
+    """
+    return xxh3_64_intdigest(host.encode()) % partitions
+
+
+def surt(url: str) -> str:
+    """The SURT key CDXJ indexes sort by: `http://www.Example.com/A/?b=2&a=1` → `com,example)/a?a=1&b=2`.
+
+    Follows the `surt` package's defaults (host reversed with commas, leading `www`/`www<digits>` label
+    dropped, userinfo dropped, path and query lowercased, trailing slash removed, query arguments sorted)
+    except that percent escapes are kept as `normalize` leaves them and session ids are not removed.
+    """
+    url = normalize(url)
+    start = url.find("://") + 3
+    slash = url.find("/", start)
+    host = host_key(url)
+    if host.startswith("["):  # IPv6: no labels to reverse
+        bracket = host.index("]") + 1
+        host, port = host[:bracket], host[bracket:]
+    else:
+        host, colon, port = host.partition(":")
+        port = colon + port
+        host = ",".join(reversed(_drop_www(host).split(".")))
+    path, _, query = url[slash:].lower().partition("?")
+    if len(path) > 1 and path.endswith("/"):
+        path = path[:-1]
+    key = f"{host}{port}){path}"
+    if query:
+        pairs = sorted(tuple(arg.split("=", 1)) for arg in query.split("&"))
+        key += "?" + "&".join("=".join(pair) for pair in pairs)
+    return key
+
+
+def _drop_www(host: str) -> str:
+    """`host` without a leading `www.` or `www<digits>.` label (`www2.example.com` → `example.com`)."""
+    if not host.startswith("www"):
+        return host
+    end = 3
+    while end < len(host) and host[end].isdigit():
+        end += 1
+    if host[end : end + 1] == ".":
+        return host[end + 1 :]
+    return host

@@ -1,0 +1,226 @@
+"""The frontier contract: every backend must pass these (see `webtrawl.frontier.base`).
+
+A backend joins by adding a factory to `BACKENDS`: an async context manager yielding
+`(frontier, reopen)` where `reopen()` closes the frontier as a dying process would and opens it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from webtrawl.config import PolitenessConfig
+from webtrawl.fetch.politeness import Politeness
+from webtrawl.fetch.robots import ALLOW_ALL
+from webtrawl.frontier.base import Frontier
+from webtrawl.frontier.sqlite import SqliteFrontier
+from webtrawl.models import Capture, Completion, Entry, NewURL
+from webtrawl.store.crawls import open_crawl
+from webtrawl.store.db import Database
+from webtrawl.urls import fingerprint, origin
+
+Reopen = Callable[[], Awaitable[Frontier]]
+
+
+@asynccontextmanager
+async def sqlite_backend(tmp_path: Path, politeness: Politeness) -> AsyncIterator[tuple[Frontier, Reopen]]:
+    dbs: list[Database] = []
+
+    async def open_frontier() -> Frontier:
+        db = await Database(tmp_path / "crawl.db").open()
+        dbs.append(db)
+        crawl_id, _ = await db.run(open_crawl, "test", {"seeds": []})
+        return await SqliteFrontier.open(db, crawl_id, politeness)
+
+    async def reopen() -> Frontier:
+        await dbs[-1].close()  # no frontier.close(): running URLs stay running, as after a crash
+        return await open_frontier()
+
+    yield await open_frontier(), reopen
+    await dbs[-1].close()
+
+
+BACKENDS = {"sqlite": sqlite_backend}
+
+
+def url(path: str, host: str = "a.test", depth: int = 1, kind: str = "link") -> NewURL:
+    full = f"http://{host}{path}"
+    return NewURL(url=full, fp=fingerprint(full), host=origin(full), depth=depth, kind=kind)  # type: ignore[arg-type]
+
+
+def done(entry: Entry, *children: NewURL, capture: bool = False) -> Completion:
+    cap = Capture(fp=entry.fp, url=entry.url, fetched_at=time.time(), status=200, content_type="text/html",
+                  size=10, title=f"title of {entry.url}", text="hello zebra") if capture else None
+    return Completion(entry=entry, verdict="done", children=list(children), capture=cap)
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path):
+    def make(per_host: int = 10, delay: float = 0.0, robots_known: bool = True):
+        politeness = Politeness(PolitenessConfig(per_host=per_host, delay=delay),
+                                robots=ALLOW_ALL if robots_known else None)
+        return BACKENDS[request.param](tmp_path, politeness), politeness
+
+    return make
+
+
+async def claim_all(frontier: Frontier, n: int = 100) -> list[Entry]:
+    return await frontier.claim(n)
+
+
+async def test_add_ignores_seen_urls(backend) -> None:
+    ctx, _ = backend()
+    async with ctx as (frontier, _reopen):
+        assert await frontier.add([url("/a"), url("/b")]) == 2
+        assert await frontier.add([url("/a"), url("/c")]) == 1
+        assert sorted(e.url for e in await claim_all(frontier)) == [
+            "http://a.test/a", "http://a.test/b", "http://a.test/c"]
+
+
+async def test_waiting_url_takes_the_smaller_depth(backend) -> None:
+    ctx, _ = backend()
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/deep", depth=5)])
+        await frontier.add([url("/deep", depth=2)])
+        await frontier.add([url("/deep", depth=4)])
+        [entry] = await claim_all(frontier)
+        assert entry.depth == 2
+
+
+async def test_per_host_smaller_depth_first(backend) -> None:
+    ctx, _ = backend(per_host=1)
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/d3", depth=3), url("/d1", depth=1), url("/d2", depth=2), url("/d1b", depth=1)])
+        order = []
+        for _ in range(4):
+            [entry] = await frontier.claim(10)
+            order.append(entry.url.rsplit("/", 1)[1])
+            await frontier.complete([done(entry)], {})
+            backend_release(frontier, entry)
+        assert order == ["d1", "d1b", "d2", "d3"]
+
+
+def backend_release(frontier: Frontier, entry: Entry) -> None:
+    frontier._politeness.release(entry.host)  # type: ignore[attr-defined]
+
+
+async def test_across_hosts_lowest_ready_depth_first(backend) -> None:
+    ctx, _ = backend()
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/x", host="deep.test", depth=4), url("/y", host="shallow.test", depth=1)])
+        [entry] = await frontier.claim(1)
+        assert entry.host == "http://shallow.test"
+
+
+async def test_claim_respects_per_host_slots_and_hands_out_each_url_once(backend) -> None:
+    ctx, politeness = backend(per_host=2)
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url(f"/{i}") for i in range(5)] + [url("/z", host="b.test")])
+        first = await frontier.claim(10)
+        assert sorted(e.host for e in first) == ["http://a.test", "http://a.test", "http://b.test"]
+        assert await frontier.claim(10) == []
+        backend_release(frontier, first[0])
+        second = await frontier.claim(10)
+        assert len(second) == 1 and second[0].url not in {e.url for e in first}
+
+
+async def test_delay_spaces_request_starts(backend) -> None:
+    ctx, _ = backend(per_host=5, delay=0.2)
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/1"), url("/2")])
+        assert len(await frontier.claim(10)) == 1
+        assert await frontier.claim(10) == []
+        wakeup = frontier.next_wakeup()
+        assert wakeup is not None and 0.1 < wakeup <= 0.2
+        await asyncio.sleep(wakeup)
+        assert len(await frontier.claim(10)) == 1
+
+
+async def test_host_without_robots_rules_is_not_ready(backend) -> None:
+    ctx, politeness = backend(robots_known=False)
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/1")])
+        assert await frontier.claim(10) == []
+        assert politeness.robots_wanted == {"http://a.test"}
+        politeness.set_rules("http://a.test", ALLOW_ALL)
+        assert len(await frontier.claim(10)) == 1
+
+
+async def test_children_then_done_then_exhausted(backend) -> None:
+    ctx, _ = backend()
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/", depth=0, kind="seed")])
+        [seed] = await frontier.claim(10)
+        assert not frontier.exhausted()
+        await frontier.complete([done(seed, url("/a"), url("/b"), url("/"))], {})
+        counts = await frontier.counts()
+        assert (counts.waiting, counts.done, counts.running) == (2, 1, 0)
+        assert counts.waiting_by_depth == {1: 2}
+        children = await frontier.claim(10)
+        assert {e.referrer_fp for e in children} == {None}  # added by url() without referrer
+        await frontier.complete([done(e) for e in children], {})
+        assert frontier.exhausted()
+        assert frontier.done_count() == 3
+
+
+async def test_retry_waits_until_not_before_and_counts_attempts(backend) -> None:
+    ctx, _ = backend()
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/flaky")])
+        [entry] = await frontier.claim(10)
+        backend_release(frontier, entry)
+        retry = Completion(entry=entry, verdict="retry", reason="HTTP 503", not_before=time.time() + 0.2)
+        await frontier.complete([retry], {})
+        assert await frontier.claim(10) == []
+        assert not frontier.exhausted()
+        wakeup = frontier.next_wakeup()
+        assert wakeup is not None and wakeup <= 0.2
+        await asyncio.sleep(0.25)
+        [again] = await frontier.claim(10)
+        assert again.url == entry.url and again.attempts == 1
+
+
+async def test_failed_urls_are_counted_with_their_reason(backend) -> None:
+    ctx, _ = backend()
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/gone")])
+        [entry] = await frontier.claim(10)
+        await frontier.complete([Completion(entry=entry, verdict="failed", reason="HTTP 404")], {})
+        counts = await frontier.counts()
+        assert (counts.failed, counts.done, counts.waiting) == (1, 0, 0)
+        assert frontier.exhausted()
+
+
+async def test_running_urls_return_to_waiting_after_a_crash(backend) -> None:
+    ctx, _ = backend()
+    async with ctx as (frontier, reopen):
+        await frontier.add([url("/1"), url("/2")])
+        claimed = await frontier.claim(10)
+        await frontier.complete([done(claimed[0])], {})
+        frontier = await reopen()
+        [entry] = await frontier.claim(10)
+        assert entry.url == claimed[1].url
+        assert frontier.done_count() == 1
+
+
+@pytest.mark.parametrize("name", ["sqlite"])
+async def test_sqlite_commit_writes_captures_links_drops_and_checkpoint(tmp_path: Path, name: str) -> None:
+    politeness = Politeness(PolitenessConfig(per_host=10, delay=0), robots=ALLOW_ALL)
+    async with sqlite_backend(tmp_path, politeness) as (frontier, _reopen):
+        await frontier.add([url("/", depth=0, kind="seed")])
+        [seed] = await frontier.claim(10)
+        completion = done(seed, url("/a"), capture=True)
+        completion.drops.append(("http://elsewhere.test/", "out-of-scope"))
+        await frontier.complete([completion], {"test-1.warc.gz": 1234})
+    conn = sqlite3.connect(tmp_path / "crawl.db")
+    assert conn.execute("SELECT name, committed_end FROM warc_files").fetchall() == [("test-1.warc.gz", 1234)]
+    assert conn.execute("SELECT reason FROM dropped").fetchall() == [("out-of-scope",)]
+    assert conn.execute("SELECT COUNT(*) FROM links").fetchone() == (1,)
+    hits = conn.execute("SELECT url FROM captures_fts WHERE captures_fts MATCH 'zebra'").fetchall()
+    assert hits == [("http://a.test/",)]
