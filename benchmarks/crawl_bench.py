@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import importlib.util
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -208,6 +209,7 @@ def main() -> int:
                 warm_page_cache(site)
                 url = stack.enter_context(Nginx(site, run_dir / "nginx")).url
                 print(f"nginx: serving {site.name} at {url}")
+            print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} (busy CPUs slow pages/s)")
             run = Run(url, run_dir, args.timeout, args.profile_format if args.profile else None, stamp)
             for name in crawlers:
                 print(f"running {name} …", flush=True)

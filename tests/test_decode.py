@@ -90,18 +90,20 @@ def test_stream_cut_short_returns_what_decoded(encoding: str, compress) -> None:
 
 
 @pytest.mark.parametrize(
-    ("encoding", "compress"), [("gzip", gzip.compress), ("deflate", _zlib), ("br", brotli.compress)]
+    ("encoding", "compress"),
+    [("gzip", gzip.compress), ("deflate", _zlib), ("br", lambda d: brotli.compress(d, quality=5))],
 )
 def test_corrupt_stream_returns_what_decoded_before_the_fault(encoding: str, compress) -> None:
-    data = " ".join(str(n * n) for n in range(50_000)).encode()
+    data = " ".join(str(n * n) for n in range(150_000)).encode()
     body = bytearray(compress(data))
     middle = len(body) // 2
     body[middle : middle + 64] = b"\xff" * 64
     out, truncated = decompress(bytes(body), encoding, 10 * MIB)
     assert truncated
     assert len(out) < len(data)
-    # What came before the fault is intact (a decoder may emit a little garbage before it notices).
-    assert out[: len(data) // 3] == data[: len(data) // 3]
+    # What came before the fault is kept, give or take the slice of input the fault is in (and a decoder
+    # may emit a little garbage before it notices).
+    assert out[: len(data) // 4] == data[: len(data) // 4]
 
 
 def test_empty_body() -> None:

@@ -313,6 +313,7 @@ CHAIN = {f"/r{i}": redirect(f"/r{i + 1}") for i in range(1, 5)}  # /r1 â†’ /r2 â
         pytest.param({"/robots.txt": redirect("/a"), "/a": redirect("/robots.txt")}, ALLOW, id="loop"),
         pytest.param({"/robots.txt": redirect("")}, ALLOW, id="redirect-without-location"),
         pytest.param({"/robots.txt": redirect("ftp://example.org/robots.txt")}, ALLOW, id="redirect-to-ftp"),
+        pytest.param({"/robots.txt": redirect("http://[oops/")}, ALLOW, id="redirect-to-bad-url"),
         pytest.param({"/robots.txt": redirect("/gone"), "/gone": text("", status=503)}, DOWN, id="to-5xx"),
         pytest.param(
             {"/robots.txt": text("<html><body>Hi! Disallow: /x</body></html>", content_type="text/html")},

@@ -97,7 +97,7 @@ RULES = [
     ({"max_depth": 0}, "http://example.com/a", 1, "too-deep"),
     ({"max_depth": 0}, "http://example.com/", 0, None),
     ({}, "http://example.com/a", 10_000, None),
-    ({"max_depth": 2}, "http://other.org/", 3, "too-deep"),
+    ({"max_depth": 2}, "http://other.org/", 3, "out-of-scope"),  # a reason of its own beats depth
     # deny / allow: searched in the whole normalized URL
     ({"deny": (r"/private/",)}, "http://example.com/private/x", 1, "deny-pattern"),
     ({"deny": (r"[?&]sessionid=",)}, "http://example.com/x?a=1&sessionid=9", 1, "deny-pattern"),

@@ -23,18 +23,10 @@ DEFAULT_USER_AGENT = f"webtrawl/{__version__} (+https://pypi.org/project/webtraw
 # Extensions of files that are not pages: never fetched as pages (the original design skipped images,
 # audio and executables). With page requisites on, images, fonts, CSS and scripts are fetched as such.
 BINARY_EXTENSIONS = frozenset(
-    """
-    jpg jpeg png gif webp bmp tif tiff ico svg avif heic psd
-    mp3 m4a aac ogg oga opus flac wav wma mid midi
-    mp4 m4v webm mkv avi mov wmv flv mpg mpeg 3gp
-    zip rar 7z gz tgz bz2 xz zst tar iso dmg
-    exe msi bin dll so deb rpm apk jar
-    pdf doc docx xls xlsx ppt pptx odt ods
-    woff woff2 ttf otf eot css js mjs map
-    """.split()
+    ["jpg", "jpeg", "png", "gif", "webp", "bmp", "tif", "tiff", "ico", "svg", "avif", "heic", "psd", "mp3", "m4a", "aac", "ogg", "oga", "opus", "flac", "wav", "wma", "mid", "midi", "mp4", "m4v", "webm", "mkv", "avi", "mov", "wmv", "flv", "mpg", "mpeg", "3gp", "zip", "rar", "7z", "gz", "tgz", "bz2", "xz", "zst", "tar", "iso", "dmg", "exe", "msi", "bin", "dll", "so", "deb", "rpm", "apk", "jar", "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "woff", "woff2", "ttf", "otf", "eot", "css", "js", "mjs", "map"]
 )
 REQUISITE_EXTENSIONS = frozenset(
-    "jpg jpeg png gif webp bmp ico svg avif woff woff2 ttf otf eot css js mjs".split()
+    ["jpg", "jpeg", "png", "gif", "webp", "bmp", "ico", "svg", "avif", "woff", "woff2", "ttf", "otf", "eot", "css", "js", "mjs"]
 )
 
 

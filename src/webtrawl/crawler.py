@@ -24,7 +24,7 @@ from .fetch.fetcher import Fetcher
 from .fetch.politeness import Politeness
 from .fetch.robots import ALLOW_ALL, fetch_robots
 from .frontier.sqlite import SqliteFrontier
-from .models import Capture, Completion, Entry, FetchOutcome, NewURL
+from .models import Capture, Entry, NewURL
 from .pages import PageHandler, PageResult
 from .scope import Scope
 from .stats import CrawlReport, Stats

@@ -5,7 +5,6 @@
 and shows the user:
 
     url-too-long            longer than max_url_length
-    too-deep                deeper than max_depth
     out-of-scope            not on a seed's host / domain / path prefix (per the scope mode)
     deny-pattern            a deny regex matches (searched anywhere in the normalized URL)
     not-allowed             allow regexes are given and none matches
@@ -13,9 +12,10 @@ and shows the user:
     repeated-path-segments  a path segment occurs more than max_repeated_segments times (a/b/a/b/a/b/a)
     meaningless-symbols     the last path segment has too many symbols (only when that limit is set)
     binary-extension        the path names a file that is not a page (.jpg, .zip, …)
+    too-deep                deeper than max_depth
 
-Depth is checked before every rule but the length, so a URL refused for any other reason would be refused
-at every depth: only "too-deep" depends on where the URL was found (see `DEPTH_ONLY_REASONS`).
+Depth is checked last, so a URL is refused for a reason of its own whenever it has one; that reason holds
+at every depth, and only "too-deep" depends on where the URL was found (see `DEPTH_ONLY_REASONS`).
 
 Scheme and userinfo never matter for scope: `http://` and `https://` of one host are the same site.
 """
@@ -96,8 +96,6 @@ class Scope:
         """None if the normalized `url`, found at `depth`, is in scope; otherwise the reason it is not."""
         if len(url) > self._max_length:
             return "url-too-long"
-        if self._max_depth is not None and depth > self._max_depth:
-            return "too-deep"
         path_start = url.find("/", url.find("://") + 3)
         query_start = url.find("?", path_start)
         path = url[path_start:query_start] if query_start >= 0 else url[path_start:]
@@ -117,6 +115,8 @@ class Scope:
             return "meaningless-symbols"
         if _extension(last) in self._binary:
             return "binary-extension"
+        if self._max_depth is not None and depth > self._max_depth:
+            return "too-deep"
         return None
 
     def _in_scope(self, host: str, path: str) -> bool:

@@ -118,10 +118,12 @@ async def fetch_robots(fetcher: Fetcher, origin: str, user_agent: str) -> Robots
             if rules.unreachable:
                 logger.info("robots.txt of %s unreachable: %s", origin, outcome.error or status)
             return rules
-        location = outcome.header("Location")
-        if not location:
-            return ALLOW_ALL
-        url = urljoin(url, location.strip())
+        location = (outcome.header("Location") or "").strip()
+        try:
+            url = urljoin(url, location) if location else ""
+        except ValueError:  # e.g. "http://[oops/"
+            url = ""
+        # A redirect that goes nowhere usable, or in a circle, ends like too many redirects.
         if url in seen or not url.startswith(("http://", "https://")):
             return ALLOW_ALL
         seen.add(url)

@@ -21,8 +21,8 @@ from typing import Any
 from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, NewURL, State
 from ..store.db import Database, transaction
-from ..urls import fingerprint
 from ..store.index import capture_row, insert_captures
+from ..urls import fingerprint
 from .base import FrontierCounts
 
 Row = tuple[Any, ...]

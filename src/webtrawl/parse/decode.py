@@ -12,16 +12,18 @@ from __future__ import annotations
 import codecs
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
+from typing import Any
 
 import brotli
 
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _ZLIB_WBITS = zlib.MAX_WBITS
 _RAW_WBITS = -zlib.MAX_WBITS
-_BROTLI_CHUNK = 64 * 1024
-"""Compressed bytes fed to brotli per step, so a corrupt stream still yields what came before the fault."""
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 64 * 1024
+"""Compressed bytes fed to a decoder per step: a corrupt stream still yields what came before the fault."""
 
 
 def decompress(body: bytes, content_encoding: str | None, max_size: int) -> tuple[bytes, bool]:
@@ -52,7 +54,7 @@ def decompress(body: bytes, content_encoding: str | None, max_size: int) -> tupl
 def _gunzip(body: bytes, max_size: int) -> tuple[bytes, bool]:
     # A body labelled gzip that lacks gzip's magic number was sent already decoded (a common server
     # misconfiguration); browsers show such pages, so the body is taken as it is.
-    if not body.startswith(b"\x1f\x8b"):
+    if not body.startswith(_GZIP_MAGIC):
         return body, False
     return _inflate(body, _GZIP_WBITS, max_size)
 
@@ -68,51 +70,77 @@ def _inflate(body: bytes, wbits: int, max_size: int) -> tuple[bytes, bool]:
     """Inflate a zlib-family stream to at most `max_size` bytes (gzip: every member, one after another)."""
     parts: list[bytes] = []
     size = 0
-    data = body
+    chunks = _chunks(body)
+    data: bytes | memoryview = b""
     inflater = zlib.decompressobj(wbits)
     try:
         while True:
+            if not data:
+                data = next(chunks, b"")
+                if not data:
+                    return b"".join(parts), True  # the input ended before the stream did
             # max_length stops the output at the bound; input not yet used waits in unconsumed_tail.
             piece = inflater.decompress(data, max_size - size)
             parts.append(piece)
             size += len(piece)
             if inflater.eof:
                 data = inflater.unused_data
-                if wbits != _GZIP_WBITS or not data.startswith(b"\x1f\x8b"):
+                if len(data) < 2:
+                    data += next(chunks, b"")
+                if wbits != _GZIP_WBITS or data[:2] != _GZIP_MAGIC:
                     return b"".join(parts), False  # bytes after the end of the stream are ignored
                 if size >= max_size:
                     return b"".join(parts), True  # another gzip member follows
                 inflater = zlib.decompressobj(wbits)
-                continue
-            data = inflater.unconsumed_tail
-            if size >= max_size:
-                # Output stopped at the bound; the stream is complete only if nothing more comes out.
-                more = inflater.decompress(data, 1)
-                return b"".join(parts), bool(more) or not inflater.eof
-            if not data:
-                return b"".join(parts), True  # the input ended before the stream did
+            elif size >= max_size:
+                return b"".join(parts), _yields_more(inflater, wbits, chunks)
+            else:
+                data = inflater.unconsumed_tail
     except zlib.error:
         return b"".join(parts), True
 
 
+def _yields_more(inflater: Any, wbits: int, chunks: Iterator[memoryview]) -> bool:
+    """Whether a stream whose output reached the bound has more to give, or lacks its proper end."""
+    data: bytes | memoryview = inflater.unconsumed_tail
+    while True:
+        if inflater.decompress(data, 1):
+            return True
+        if inflater.eof:
+            return wbits == _GZIP_WBITS and inflater.unused_data[:2] == _GZIP_MAGIC
+        data = inflater.unconsumed_tail or next(chunks, b"")
+        if not data:
+            return True  # the input ended before the stream did
+
+
+def _chunks(body: bytes) -> Iterator[memoryview]:
+    """The body in slices, so that a fault mid-stream loses only the slice it is in."""
+    view = memoryview(body)
+    return (view[i : i + _CHUNK] for i in range(0, len(view), _CHUNK))
+
+
 def _unbrotli(body: bytes, max_size: int) -> tuple[bytes, bool]:
+    """Decode brotli to at most `max_size` bytes.
+
+    The decoder hands its output out in pieces and keeps input it has not decoded yet, so each slice of
+    input is drained (empty input until nothing more comes) before the next goes in.
+    """
     parts: list[bytes] = []
     size = 0
-    view = memoryview(body)
-    pos = 0
+    chunks = _chunks(body)
     decoder = brotli.Decompressor()
+    draining = False
     try:
         while size < max_size and not decoder.is_finished():
-            if decoder.can_accept_more_data():
-                if pos >= len(view):
+            chunk: bytes | memoryview = b""
+            if not draining and decoder.can_accept_more_data():
+                chunk = next(chunks, b"")
+                if not chunk:
                     break  # the input ended before the stream did
-                chunk = view[pos : pos + _BROTLI_CHUNK]
-                pos += len(chunk)
-            else:
-                chunk = view[:0]  # output is pending: brotli wants empty input until it is drained
             piece = decoder.process(chunk, output_buffer_limit=max_size - size)
-            if not piece and not chunk:
-                break  # nothing more will come out
+            if not piece and not chunk and not decoder.can_accept_more_data():
+                break  # stuck: nothing comes out and nothing may go in
+            draining = bool(piece)
             parts.append(piece)
             size += len(piece)
     except brotli.error:
@@ -120,9 +148,7 @@ def _unbrotli(body: bytes, max_size: int) -> tuple[bytes, bool]:
     out = b"".join(parts)
     if len(out) > max_size:
         return out[:max_size], True
-    if not decoder.is_finished():
-        return out, True
-    return out, False
+    return out, not decoder.is_finished()
 
 
 _DECODERS: dict[str, Callable[[bytes, int], tuple[bytes, bool]]] = {

@@ -17,6 +17,7 @@ def open_crawl(conn: sqlite3.Connection, name: str, identity: dict[str, Any]) ->
     A resume with a different identity is refused, naming what differs, because mixing two scopes in one
     frontier would silently change what the crawl contains.
     """
+    identity = json.loads(json.dumps(identity))  # compare as stored: tuples become lists
     row = conn.execute("SELECT id, identity, extra_hosts FROM crawls WHERE name = ?", (name,)).fetchone()
     if row is None:
         with transaction(conn):

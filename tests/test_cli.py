@@ -1,0 +1,107 @@
+"""The `webtrawl` command as a user runs it: exit codes, one-line errors, export, status."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.crawls import connect
+from tests.sites import SiteServer
+
+
+async def webtrawl(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run the real command in a subprocess (the test's event loop keeps serving the test site)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webtrawl", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+FAST = ("--delay", "0", "--per-host", "4", "--concurrency", "8")
+
+
+def one_line_error(err: str, *fragments: str) -> None:
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("webtrawl: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["crawl", "http://[oops/", "--out", "{tmp}"], ["bad seed URL", "http://[oops/"]),
+        (["crawl", "ftp://example.org/", "--out", "{tmp}"], ["unsupported scheme"]),
+        (["crawl", "http://127.0.0.1:9/", "--out", "/proc/no/such/dir"], ["cannot write to /proc/no/such/dir"]),
+        (["crawl", "http://127.0.0.1:9/", "--out", "{tmp}", "--deny", "("], ["bad regular expression"]),
+        (["crawl", "http://127.0.0.1:9/", "--out", "{tmp}", "--concurrency", "0"], ["concurrency must be > 0"]),
+        (["crawl", "http://127.0.0.1:9/", "--out", "{tmp}", "--name", "a/b"], ["crawl name"]),
+        (["status", "{tmp}"], ["no crawl database"]),
+        (["export", "{tmp}"], ["no crawl database"]),
+    ],
+)
+async def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
+    code, _out, err = await webtrawl(*(a.format(tmp=tmp_path) for a in args))
+    assert code == 2
+    one_line_error(err, *fragments)
+
+
+async def test_unreachable_seed_is_a_failed_url_and_exit_1(tmp_path: Path) -> None:
+    code, out, _err = await webtrawl("crawl", "http://127.0.0.1:9/", "--out", str(tmp_path), "--retries", "0",
+                                     "--ignore-robots", "-q")
+    assert code == 1
+    assert "0 done, 1 failed" in out
+    (reason,) = connect(tmp_path).execute("SELECT reason FROM urls WHERE state = 3").fetchone()
+    assert "refused" in reason
+
+
+async def test_crawl_export_status_round_trip(site_server: SiteServer, tmp_path: Path) -> None:
+    site = site_server.site
+    code, out, err = await webtrawl("crawl", site_server.url, "--out", str(tmp_path), "--max-depth",
+                                    str(site.deepest), *FAST)
+    assert code == 0, err
+    assert "finished" in out and "dropped by reason" in out
+    captures = connect(tmp_path).execute("SELECT COUNT(*) FROM captures").fetchone()[0]
+
+    code, jsonl, _ = await webtrawl("export", str(tmp_path))
+    rows = [json.loads(line) for line in jsonl.splitlines()]
+    assert len(rows) == captures
+    by_url = {row["url"]: row for row in rows}
+    home = by_url[site_server.url]
+    assert home["status"] == 200 and home["depth"] == 0 and home["title"] == site.pages["/"].title
+    assert home["warc_file"].endswith(".warc.gz") and home["warc_offset"] >= 0
+    assert by_url[site.url("/docs")]["final_url"] == site.url("/docs/")
+    assert by_url[site.url("/hop/1")]["final_url"] == site.url("/chain-end/")
+    assert by_url[site.url("/hop/3")]["redirects"] == [site.url("/hop/1"), site.url("/hop/2")]
+
+    out_file = tmp_path / "pages.csv"
+    code, _, _ = await webtrawl("export", str(tmp_path), "--format", "csv", "-o", str(out_file))
+    assert code == 0
+    assert len(list(csv.DictReader(io.StringIO(out_file.read_text())))) == captures
+
+    code, cdxj, _ = await webtrawl("export", str(tmp_path), "--format", "cdxj")
+    keys = [line.split(" ", 2)[0] for line in cdxj.splitlines()]
+    assert keys == sorted(keys) and keys[0].startswith("1,0,0,127:")  # surt reverses IP addresses too
+
+    code, status, _ = await webtrawl("status", str(tmp_path))
+    assert code == 0 and "done" in status and "waiting" in status
+
+
+async def test_resume_with_changed_scope_is_a_usage_error(site_server: SiteServer, tmp_path: Path) -> None:
+    code, _, _ = await webtrawl("crawl", site_server.url, "--out", str(tmp_path), "--max-pages", "3", *FAST)
+    assert code == 0
+    code, _, err = await webtrawl("crawl", site_server.url, "--out", str(tmp_path), "--deny", "x", *FAST)
+    assert code == 2
+    one_line_error(err, "other settings", "scope.deny")

@@ -1,0 +1,130 @@
+"""End-to-end crawls of the generated test site, in process: what a user sees in the crawl directory."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.crawls import (
+    check_warcs,
+    connect,
+    dropped,
+    fast_config,
+    fetched_depths,
+    last_statuses,
+    request_counts,
+)
+from tests.sites import SiteServer
+from webtrawl import Crawler, IdentityMismatch, ScopeConfig, StoreLocked
+from webtrawl.store.db import DirectoryLock
+
+RETRIED = "/broken/"
+"""The test site's page that always answers 500: fetched once per attempt."""
+
+
+async def crawl_site(server: SiteServer, out: Path, **settings: object):
+    config = fast_config(server.url, out, max_depth=server.site.deepest, **settings)
+    return await Crawler(config).run()
+
+
+async def test_crawl_fetches_exactly_the_ground_truth_once(site_server: SiteServer, tmp_path: Path) -> None:
+    site = site_server.site
+    expected = site.expect(max_depth=site.deepest)
+    report = await crawl_site(site_server, tmp_path)
+
+    assert report.outcome == "finished"
+    assert fetched_depths(tmp_path) == expected.fetched
+    assert last_statuses(tmp_path) == expected.status
+    counts = request_counts(site_server.log)
+    assert {path for path, n in counts.items() if n > 1} == {RETRIED}
+    assert counts[RETRIED] == 4  # max_attempts
+    assert set(counts) == set(expected.fetched)
+    # nothing outside the scope or disallowed by robots.txt was requested
+    assert {r.host for r in site_server.log} == {site.host}
+    assert not set(counts) & expected.robots_blocked
+    assert check_warcs(tmp_path) == sum(counts.values())
+
+
+async def test_drops_are_recorded_with_their_reason(site_server: SiteServer, tmp_path: Path) -> None:
+    site = site_server.site
+    expected = site.expect(max_depth=site.deepest)
+    report = await crawl_site(site_server, tmp_path)
+
+    assert dropped(tmp_path, "out-of-scope") == set(expected.dropped["scope"])
+    assert dropped(tmp_path, "binary-extension") == set(expected.dropped["binary"])
+    assert dropped(tmp_path, "repeated-path-segments") == set(expected.dropped["repeated-segments"])
+    assert dropped(tmp_path, "too-deep") == set(expected.dropped["depth"])
+    blocked = {url for (url,) in connect(tmp_path).execute(
+        "SELECT url FROM urls WHERE state = 3 AND reason = 'blocked by robots.txt'")}
+    assert blocked == set(expected.dropped["robots"])
+    assert report.drops["out-of-scope"] == len(expected.dropped["scope"])
+    assert report.failures["blocked by robots.txt"] == len(expected.dropped["robots"])
+
+
+async def test_frontier_hands_out_breadth_first(site_server: SiteServer, tmp_path: Path) -> None:
+    """Per host, no URL was handed out while a fetchable URL of smaller depth was known and waiting."""
+    await crawl_site(site_server, tmp_path)
+    rows = connect(tmp_path).execute(
+        "SELECT host_id, depth, added_seq, claim_seq, attempts FROM urls WHERE claim_seq IS NOT NULL").fetchall()
+    by_host = defaultdict(list)
+    for row in rows:
+        by_host[row[0]].append(row)
+    violations = [
+        (u, v)
+        for urls in by_host.values()
+        for u in urls
+        for v in urls
+        if v[1] < u[1] and v[4] == 1 and v[2] < u[3] < v[3]
+    ]
+    assert not violations
+    assert len(rows) > 300
+
+
+async def test_max_pages_then_resume_completes_without_refetching(site_server: SiteServer, tmp_path: Path) -> None:
+    site = site_server.site
+    first = await crawl_site(site_server, tmp_path, max_pages=60)
+    assert first.outcome == "max-pages"
+    assert first.done_total == 60
+    again = await crawl_site(site_server, tmp_path, max_pages=60)
+    assert again.outcome == "max-pages" and again.pages == 0
+
+    final = await crawl_site(site_server, tmp_path)
+    assert final.outcome == "finished"
+    assert fetched_depths(tmp_path) == site.expect(max_depth=site.deepest).fetched
+    counts = request_counts(site_server.log)
+    assert {path for path, n in counts.items() if n > 1} <= {RETRIED}
+    check_warcs(tmp_path)
+
+
+async def test_resume_with_another_scope_is_refused(site_server: SiteServer, tmp_path: Path) -> None:
+    await crawl_site(site_server, tmp_path, max_pages=5)
+    config = fast_config(site_server.url, tmp_path, max_depth=site_server.site.deepest)
+    changed = replace(config, scope=ScopeConfig(max_depth=site_server.site.deepest, deny=("/x/",)))
+    with pytest.raises(IdentityMismatch, match="scope.deny"):
+        await Crawler(changed).run()
+    # tunables may change
+    await Crawler(replace(config, concurrency=3, max_pages=10)).run()
+
+
+async def test_second_process_on_the_same_directory_is_refused(site_server: SiteServer, tmp_path: Path) -> None:
+    lock = DirectoryLock(tmp_path)
+    lock.acquire()
+    try:
+        with pytest.raises(StoreLocked, match="in use by a running crawl"):
+            await crawl_site(site_server, tmp_path)
+    finally:
+        lock.release()
+
+
+async def test_named_crawls_share_a_directory_without_mixing(site_server: SiteServer, tmp_path: Path) -> None:
+    await crawl_site(site_server, tmp_path, name="one", max_pages=10)
+    await crawl_site(site_server, tmp_path, name="two", max_pages=20)
+    conn = connect(tmp_path)
+    done = dict(conn.execute(
+        "SELECT c.name, COUNT(*) FROM urls u JOIN crawls c ON c.id = u.crawl_id WHERE state = 2 GROUP BY c.name"))
+    assert done == {"one": 10, "two": 20}
+    names = sorted(p.name.split("-")[0] for p in (tmp_path / "warc").glob("*.warc.gz"))
+    assert names == ["one", "two"]
