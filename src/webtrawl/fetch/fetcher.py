@@ -264,6 +264,7 @@ def describe_error(exc: BaseException) -> tuple[str, bool]:
     if isinstance(exc, ConnectionResetError):
         return "connection reset", True
     if isinstance(exc, aiohttp.ClientPayloadError):
+        # A body cut short; the socket error that cut it survives only in aiohttp's message.
         reset = "ConnectionResetError" in str(exc)
         return ("connection reset" if reset else "connection closed mid-body"), True
     if isinstance(exc, aiohttp.ClientResponseError):

@@ -42,7 +42,7 @@ _REQUISITE_RELS = frozenset(
 
 # A srcset candidate: a URL, then (unless the URL ends in commas) descriptors up to a comma that is not
 # inside parentheses.
-_SRCSET = re.compile(r"[\s,]*(\S+)(?:(?<=,)|[^,(]*(?:\([^)]*\)?[^,(]*)*,?)")
+_SRCSET = re.compile(r"[\s,]*([^\s,]\S*)(?:(?<=,)|[^,(]*(?:\([^)]*\)?[^,(]*)*,?)")
 _CSS_URL = re.compile(
     r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^\s'")]+))\s*\)|@import\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE
 )
