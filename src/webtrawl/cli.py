@@ -132,6 +132,8 @@ def _build_config(seeds: tuple[str, ...], out: Path, name: str, config_file: Pat
         max_meaningless_symbols=flags["max_meaningless_symbols"], page_requisites=flags["page_requisites"],
         follow_nofollow=flags["ignore_nofollow"],
     )
+    if flags["retries"] < 0:
+        raise ConfigError("--retries must be ≥ 0")
     fetch_args: dict[str, Any] = {
         "max_size": flags["max_size"], "fetch_non_html": flags["fetch_non_html"],
         "read_timeout": flags["timeout"], "max_attempts": flags["retries"] + 1,
@@ -139,8 +141,6 @@ def _build_config(seeds: tuple[str, ...], out: Path, name: str, config_file: Pat
     }
     if flags["user_agent"] is not None:
         fetch_args["user_agent"] = flags["user_agent"]
-    if flags["retries"] < 0:
-        raise ConfigError("--retries must be ≥ 0")
     settings: dict[str, Any] = {
         "seeds": seeds, "out": out, "name": name, "scope": scope, "fetch": FetchConfig(**fetch_args),
         "politeness": PolitenessConfig(per_host=flags["per_host"], delay=flags["delay"]),

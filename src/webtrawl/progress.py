@@ -68,7 +68,7 @@ class Progress:
             while True:
                 await asyncio.sleep(PLAIN_EVERY)
                 await self._refresh_counts()
-                self._console.print(self._line(), highlight=False)
+                self._console.print(self._line(), highlight=False, soft_wrap=True)
         with Live(self._table(), console=self._console, refresh_per_second=4, transient=True) as live:
             tick = 0
             while True:

@@ -39,6 +39,8 @@ class Stats:
     def rates(self) -> tuple[float, float]:
         """(pages/s, bytes/s) over roughly the last ten seconds; call it about once a second."""
         now = time.monotonic()
+        if not self._window:
+            self._window.append((self.started, 0, 0))
         self._window.append((now, self.pages, self.bytes))
         while len(self._window) > 2 and now - self._window[0][0] > 10:
             self._window.popleft()
