@@ -19,53 +19,54 @@ def _links(html: str, **options: bool) -> list[tuple[str, str]]:
 
 
 def _expect(*urls: str | tuple[str, str]) -> list[tuple[str, str]]:
-    """Absolute URLs as a browser resolves them, normalized the way every URL in the crawl is."""
+    """URLs as a browser resolves them (a bare path is on example.com), normalized as the crawl does."""
     pairs = [(url, "link") if isinstance(url, str) else url for url in urls]
-    return [(normalize(url), kind) for url, kind in pairs]
+    return [(normalize(url, "http://example.com/"), kind) for url, kind in pairs]
 
 
 LINK_CASES = [
     # relative forms
-    ("relative", '<a href="a.html">', {}, ["http://example.com/dir/a.html"]),
-    ("dot", '<a href="./b.html">', {}, ["http://example.com/dir/b.html"]),
-    ("parent", '<a href="../c.html">', {}, ["http://example.com/c.html"]),
-    ("dot segments", '<a href="/x/./y/../z">', {}, ["http://example.com/x/z"]),
-    ("above the root", '<a href="../../../../d">', {}, ["http://example.com/d"]),
-    ("root", '<a href="/root">', {}, ["http://example.com/root"]),
+    ("relative", '<a href="a.html">', {}, ["/dir/a.html"]),
+    ("dot", '<a href="./b.html">', {}, ["/dir/b.html"]),
+    ("parent", '<a href="../c.html">', {}, ["/c.html"]),
+    ("dot segments", '<a href="/x/./y/../z">', {}, ["/x/z"]),
+    ("above the root", '<a href="../../../../d">', {}, ["/d"]),
+    ("root", '<a href="/root">', {}, ["/root"]),
     ("scheme-relative", '<a href="//other.org/p">', {}, ["http://other.org/p"]),
-    ("query only", '<a href="?q=1">', {}, ["http://example.com/dir/page.html?q=1"]),
+    ("query only", '<a href="?q=1">', {}, ["/dir/page.html?q=1"]),
     ("absolute", '<a href="https://secure.example.org/">', {}, ["https://secure.example.org/"]),
-    ("spaces around", '<a href="  /sp \n">', {}, ["http://example.com/sp"]),
-    ("newline inside", '<a href="/new\nline">', {}, ["http://example.com/newline"]),
-    ("upper-case host", '<a href="HTTP://EXAMPLE.COM/Up">', {}, ["http://example.com/Up"]),
-    ("backslashes", '<a href="\\back\\slash">', {}, ["http://example.com/back/slash"]),
-    ("entity in href", '<a href="/q?a=1&amp;b=2">', {}, ["http://example.com/q?a=1&b=2"]),
-    ("non-ascii", '<a href="/café">', {}, ["http://example.com/caf%C3%A9"]),
-    ("upper-case markup", '<A HREF="/UP">x</A>', {}, ["http://example.com/UP"]),
-    ("duplicate attribute: first wins", '<a href="/first" href="/second">', {}, ["http://example.com/first"]),
+    ("spaces around", '<a href="  /sp \n">', {}, ["/sp"]),
+    ("newline inside", '<a href="/new\nline">', {}, ["/newline"]),
+    ("upper-case host", '<a href="HTTP://EXAMPLE.COM/Up">', {}, ["/Up"]),
+    ("backslashes", '<a href="\\back\\slash">', {}, ["/back/slash"]),
+    ("entity in href", '<a href="/q?a=1&amp;b=2">', {}, ["/q?a=1&b=2"]),
+    ("non-ascii", '<a href="/café">', {}, ["/caf%C3%A9"]),
+    ("upper-case markup", '<A HREF="/UP">x</A>', {}, ["/UP"]),
+    ("duplicate attribute: first wins", '<a href="/first" href="/second">', {}, ["/first"]),
     ("empty href", '<a href="">x</a><a href>y</a><a>z</a>', {}, []),
-    ("fragment only", '<a href="#top">', {}, ["http://example.com/dir/page.html"]),
-    ("fragments deduped", '<a href="a#x"></a><a href="a#y"></a><a href="a">', {}, ["http://example.com/dir/a"]),
-    ("first occurrence order", "<a href=/2></a><a href=/1></a><a href=/2></a>", {}, ["http://example.com/2", "http://example.com/1"]),
+    ("fragment only", '<a href="#top">', {}, ["/dir/page.html"]),
+    ("fragments deduped", '<a href="a#x"></a><a href="a#y"></a><a href="a">', {}, ["/dir/a"]),
+    ("first occurrence order", "<a href=/2></a><a href=/1></a><a href=/2></a>", {}, ["/2", "/1"]),
     (
         "other schemes",
         """<a href="javascript:void(0)"></a><a href="mailto:a@b.c"></a><a href="tel:+1"></a>
         <a href="data:text/html,hi"></a><a href="ftp://f.example/"></a><a href="http://"></a>
         <a href="http://[::1"></a><a href="/ok">""",
         {},
-        ["http://example.com/ok"],
+        ["/ok"],
     ),
-    ("area", '<map><area href="/area" shape="rect"></map>', {}, ["http://example.com/area"]),
+    ("area", '<map><area href="/area" shape="rect"></map>', {}, ["/area"]),
     (
         "link rels",
         """<link rel="next" href="/p2"><link rel="Prev" href="/p0"><link rel="alternate" hreflang="de"
-        href="/de"><link rel="stylesheet" href="/s.css"><link rel="author" href="/me">""",
+        href="/de"><link rel="stylesheet" href="/s.css"><link rel="author" href="/me">
+        <link rel="alternate stylesheet" href="/alt.css"><link rel="alternate icon" href="/i.svg">""",
         {},
-        ["http://example.com/p2", "http://example.com/p0", "http://example.com/de"],
+        ["/p2", "/p0", "/de"],
     ),
-    ("script in text is not a link", '<script>var s = "<a href=/nope>";</script><a href="/yes">', {}, ["http://example.com/yes"]),
-    ("comment is not a link", '<!-- <a href="/nope"> --><a href="/yes">', {}, ["http://example.com/yes"]),
-    ("noscript links are links", '<noscript><a href="/ns">no js</a></noscript>', {}, ["http://example.com/ns"]),
+    ("script is not markup", '<script>var s = "<a href=/no>";</script><a href="/yes">', {}, ["/yes"]),
+    ("comment is not a link", '<!-- <a href="/nope"> --><a href="/yes">', {}, ["/yes"]),
+    ("noscript links are links", '<noscript><a href="/ns">no js</a></noscript>', {}, ["/ns"]),
     ("template content is inert", '<template><a href="/tpl"></a></template>', {}, []),
     # frames
     (
@@ -73,90 +74,96 @@ LINK_CASES = [
         """<frameset><frame src="top.html"><frameset><frame src="/left.html"><frame src="right.html">
         </frameset><noframes><a href="/nf">raw text, not markup</a></noframes></frameset>""",
         {},
-        ["http://example.com/dir/top.html", "http://example.com/left.html", "http://example.com/dir/right.html"],
+        ["/dir/top.html", "/left.html", "/dir/right.html"],
     ),
-    ("iframe", '<iframe src="/embed"></iframe><iframe></iframe>', {}, ["http://example.com/embed"]),
+    ("iframe", '<iframe src="/embed"></iframe><iframe></iframe>', {}, ["/embed"]),
     # <base href>
-    ("absolute base", '<base href="http://cdn.example.net/b/"><a href="x">', {}, ["http://cdn.example.net/b/x"]),
-    ("relative base", '<base href="/other/"><a href="x">', {}, ["http://example.com/other/x"]),
-    ("base after the link", '<a href="x"></a><base href="/late/">', {}, ["http://example.com/late/x"]),
-    ("first base wins", '<base href="/one/"><base href="/two/"><a href="x">', {}, ["http://example.com/one/x"]),
-    ("base without href", '<base target="_top"><base href="/b/"><a href="x">', {}, ["http://example.com/b/x"]),
-    ("script base ignored", '<base href="javascript:alert(1)"><a href="x">', {}, ["http://example.com/dir/x"]),
-    ("base and fragment", '<base href="/b/"><a href="#f">', {}, ["http://example.com/b/"]),
+    ("absolute base", '<base href="http://cdn.example/b/"><a href="x">', {}, ["http://cdn.example/b/x"]),
+    ("relative base", '<base href="/other/"><a href="x">', {}, ["/other/x"]),
+    ("base after the link", '<a href="x"></a><base href="/late/">', {}, ["/late/x"]),
+    ("first base wins", '<base href="/one/"><base href="/two/"><a href="x">', {}, ["/one/x"]),
+    ("base without href", '<base target="_top"><base href="/b/"><a href="x">', {}, ["/b/x"]),
+    ("script base ignored", '<base href="javascript:alert(1)"><a href="x">', {}, ["/dir/x"]),
+    ("base and fragment", '<base href="/b/"><a href="#f">', {}, ["/b/"]),
     # <meta http-equiv=refresh>
-    ("refresh", '<meta http-equiv="refresh" content="0; url=/r1">', {}, ["http://example.com/r1"]),
-    ("refresh quoted", "<meta http-equiv=REFRESH content=\"5;URL='/r2'\">", {}, ["http://example.com/r2"]),
-    ("refresh comma", "<meta http-equiv=refresh content='3, \"r3\"'>", {}, ["http://example.com/dir/r3"]),
-    ("refresh no url=", '<meta http-equiv="Refresh" content="0;/r4">', {}, ["http://example.com/r4"]),
+    ("refresh", '<meta http-equiv="refresh" content="0; url=/r1">', {}, ["/r1"]),
+    ("refresh quoted", "<meta http-equiv=REFRESH content=\"5;URL='/r2'\">", {}, ["/r2"]),
+    ("refresh comma", "<meta http-equiv=refresh content='3, \"r3\"'>", {}, ["/dir/r3"]),
+    ("refresh no url=", '<meta http-equiv="Refresh" content="0;/r4">', {}, ["/r4"]),
     ("refresh reload only", '<meta http-equiv="refresh" content="10">', {}, []),
     ("refresh without delay", '<meta http-equiv="refresh" content="url=/nope">', {}, []),
     ("refresh to script", '<meta http-equiv="refresh" content="0; url=javascript:x()">', {}, []),
     # rel=nofollow
-    ("nofollow", '<a rel="nofollow" href="/nf"></a><a href="/f">', {}, ["http://example.com/f"]),
-    ("nofollow among tokens", '<a rel="external NoFollow" href="/nf"></a><area rel=nofollow href=/a>', {}, []),
-    ("nofollow followed", '<a rel="nofollow" href="/nf">', {"follow_nofollow": True}, ["http://example.com/nf"]),
-    ("not the nofollow token", '<a rel="nofollowed" href="/x">', {}, ["http://example.com/x"]),
+    ("nofollow", '<a rel="nofollow" href="/nf"></a><a href="/f">', {}, ["/f"]),
+    ("nofollow among tokens", '<a rel="external NoFollow" href="/nf"></a><area rel=nofollow href=/a>',
+     {}, []),
+    ("nofollow followed", '<a rel="nofollow" href="/nf">', {"follow_nofollow": True}, ["/nf"]),
+    ("not the nofollow token", '<a rel="nofollowed" href="/x">', {}, ["/x"]),
     # <meta name=robots>
     ("robots nofollow", '<meta name="robots" content="nofollow"><a href="/x"></a><img src="i.png">', {}, []),
     (
         "robots nofollow keeps requisites",
         '<meta name="robots" content="nofollow"><a href="/x"></a><img src="i.png">',
         {"requisites": True},
-        [("http://example.com/dir/i.png", "requisite")],
+        [("/dir/i.png", "requisite")],
     ),
     ("robots none", '<meta name=ROBOTS content="none"><a href="/x">', {}, []),
-    ("robots other crawler", '<meta name="otherbot" content="nofollow"><a href="/x">', {}, ["http://example.com/x"]),
-    ("robots followed", '<meta name="robots" content="nofollow"><a href="/x">', {"follow_nofollow": True}, ["http://example.com/x"]),
+    ("robots other crawler", '<meta name="otherbot" content="nofollow"><a href="/x">', {}, ["/x"]),
+    ("robots followed", '<meta name="robots" content="nofollow"><a href="/x">', {"follow_nofollow": True},
+     ["/x"]),
     # page requisites
-    ("requisites off", '<img src="i.png"><script src="s.js"></script><link rel=stylesheet href=s.css>', {}, []),
+    ("requisites off", '<img src="i.png"><script src="s.js"></script><link rel=stylesheet href=s.css>',
+     {}, []),
     (
         "requisites on",
         """<link rel="stylesheet" href="/s.css"><link rel="shortcut icon" href="/favicon.ico">
-        <link rel="preload" href="/font.woff2" as="font"><script src="app.js"></script><script>inline()</script>
+        <link rel="preload" href="/font.woff2" as="font"><script src="app.js"></script>
+        <script>inline()</script>
         <a href="/page"><img src="i.png" srcset="i-2x.png 2x, /i-3x.png 3x"></a>
         <picture><source srcset="p.webp 1x, p2.webp 2x" type="image/webp"><img src="p.jpg"></picture>
         <video poster="/poster.jpg"><source src="/movie.mp4"></video>
         <input type="image" src="/button.png"><input type="text" src="/not-an-image.png">""",
         {"requisites": True},
         [
-            ("http://example.com/s.css", "requisite"),
-            ("http://example.com/favicon.ico", "requisite"),
-            ("http://example.com/font.woff2", "requisite"),
-            ("http://example.com/dir/app.js", "requisite"),
-            ("http://example.com/page", "link"),
-            ("http://example.com/dir/i.png", "requisite"),
-            ("http://example.com/dir/i-2x.png", "requisite"),
-            ("http://example.com/i-3x.png", "requisite"),
-            ("http://example.com/dir/p.webp", "requisite"),
-            ("http://example.com/dir/p2.webp", "requisite"),
-            ("http://example.com/dir/p.jpg", "requisite"),
-            ("http://example.com/poster.jpg", "requisite"),
-            ("http://example.com/movie.mp4", "requisite"),
-            ("http://example.com/button.png", "requisite"),
+            ("/s.css", "requisite"),
+            ("/favicon.ico", "requisite"),
+            ("/font.woff2", "requisite"),
+            ("/dir/app.js", "requisite"),
+            ("/page", "link"),
+            ("/dir/i.png", "requisite"),
+            ("/dir/i-2x.png", "requisite"),
+            ("/i-3x.png", "requisite"),
+            ("/dir/p.webp", "requisite"),
+            ("/dir/p2.webp", "requisite"),
+            ("/dir/p.jpg", "requisite"),
+            ("/poster.jpg", "requisite"),
+            ("/movie.mp4", "requisite"),
+            ("/button.png", "requisite"),
         ],
     ),
     (
         "css urls",
         """<style>@import "base.css"; @import url('print.css') print;
-        .a { background: url(/bg.png) } .b { background: URL( "q.gif" ) } .c { background: url(data:image/png;base64,AAAA) }
-        </style><div style="background-image: url('/inline.jpg')"><a href="/p" style="background:url(/a.png)">""",
+        .a { background: url(/bg.png) } .b { background: URL( "q.gif" ) }
+        .c { background: url(data:image/png;base64,AAAA) }
+        </style><div style="background-image: url('/inline.jpg')">
+        <a href="/p" style="background:url(/a.png)">""",
         {"requisites": True},
         [
-            ("http://example.com/dir/base.css", "requisite"),
-            ("http://example.com/dir/print.css", "requisite"),
-            ("http://example.com/bg.png", "requisite"),
-            ("http://example.com/dir/q.gif", "requisite"),
-            ("http://example.com/inline.jpg", "requisite"),
-            ("http://example.com/p", "link"),
-            ("http://example.com/a.png", "requisite"),
+            ("/dir/base.css", "requisite"),
+            ("/dir/print.css", "requisite"),
+            ("/bg.png", "requisite"),
+            ("/dir/q.gif", "requisite"),
+            ("/inline.jpg", "requisite"),
+            ("/p", "link"),
+            ("/a.png", "requisite"),
         ],
     ),
     (
         "same URL twice: first kind wins",
         '<img src="/x.png"><a href="/x.png">',
         {"requisites": True},
-        [("http://example.com/x.png", "requisite")],
+        [("/x.png", "requisite")],
     ),
 ]  # fmt: skip
 
@@ -212,15 +219,18 @@ def test_canonical(html: str, canonical: str | None) -> None:
 
 TEXT_CASES = [
     ("entities", "<title>Caf&eacute; &amp; Bar &lt;3</title><p>a &gt; b &copy;", "Café & Bar <3", "a > b ©"),
-    ("whitespace", "<title>\n  Two\t words \n</title><p>\n  one\n  two  </p>\t<p> three</p>", "Two words", "one two three"),
+    ("whitespace", "<title>\n  Two\t words \n</title><p>\n  one\n  two  </p>\t<p> three</p>",
+     "Two words", "one two three"),
     ("no-break spaces", "<title>a&nbsp;&nbsp;b</title><p>c&nbsp; d\u3000e", "a b", "c d e"),
     ("no title", "<p>body", "", "body"),
     ("empty title", "<title> </title><p>body", "", "body"),
     ("first title", "<title>one</title><title>two</title>", "one", ""),
-    ("svg title is not the page's", "<title>Page</title><body><svg><title>Icon</title></svg>x", "Page", "Icon x"),
+    ("svg title is not the page's", "<title>Page</title><body><svg><title>Icon</title></svg>x",
+     "Page", "Icon x"),
     ("svg title only", "<body><svg><g><title>Icon</title></g></svg>", "", "Icon"),
     ("title in body", "<body><p>x</p><title>Late</title>", "Late", "x Late"),
-    ("blocks are separated", "<p>One</p><p>Two<br>three</p><div>four</div><span>five</span>", "", "One Two three four five"),
+    ("blocks are separated", "<p>One</p><p>Two<br>three</p><div>four</div><span>five</span>",
+     "", "One Two three four five"),
     (
         "hidden contents left out",
         """<head><title>T</title><style>p { color: red }</style><script>var x = 1;</script></head>
@@ -230,8 +240,9 @@ TEXT_CASES = [
         "T",
         "seen also seen",
     ),
-    ("head is not text", "<head><title>T</title><meta name=description content=desc></head><body>b", "T", "b"),
-    ("form controls", "<p>Name <input value=v> <textarea>typed</textarea> <select><option>opt</select>", "", "Name typed opt"),
+    ("head is not text", "<head><title>T</title><meta name=description content=d></head><body>b", "T", "b"),
+    ("form controls", "<p>Name <input value=v> <textarea>typed</textarea> <select><option>opt</select>",
+     "", "Name typed opt"),
 ]  # fmt: skip
 
 
@@ -313,7 +324,8 @@ MALFORMED = [
     ("not html", '{"json": [1, 2, 3], "href": "/no"}', [], '{"json": [1, 2, 3], "href": "/no"}'),
     ("deep nesting", "<div>" * 20_000 + "<a href=/deep>deep</a>", ["/deep"], "deep"),
     ("nested frames", "<frameset>" * 50 + "<frame src=/f>" + "</frameset>" * 50, ["/f"], ""),
-    ("huge attribute", f'<a href="/{"x" * 1_000_000}">x</a><a href="/ok">', [f"/{'x' * 1_000_000}", "/ok"], "x"),
+    ("huge attribute", f'<a href="/{"x" * 1_000_000}">x</a><a href="/ok">', [f"/{'x' * 1_000_000}", "/ok"],
+     "x"),
 ]  # fmt: skip
 
 
@@ -339,7 +351,7 @@ def test_hundred_thousand_links_stay_fast() -> None:
     elapsed = time.perf_counter() - started
     assert len(page.links) == 100_000
     assert page.links[-1].url == normalize("http://example.com/item/99999")
-    assert elapsed < 5.0  # about half a second; anything quadratic would take minutes
+    assert elapsed < 5.0  # under a second; anything quadratic would take minutes
 
 
 def test_requisites_in_many_style_attributes_are_collected_once() -> None:

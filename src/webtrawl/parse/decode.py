@@ -52,8 +52,8 @@ def decompress(body: bytes, content_encoding: str | None, max_size: int) -> tupl
 
 
 def _gunzip(body: bytes, max_size: int) -> tuple[bytes, bool]:
-    # A body labelled gzip that lacks gzip's magic number was sent already decoded (a common server
-    # misconfiguration); browsers show such pages, so the body is taken as it is.
+    # A body labelled gzip that lacks gzip's magic number was most likely sent already decoded (a common
+    # server misconfiguration); the magic number tells the two apart safely, so it is kept as it is.
     if not body.startswith(_GZIP_MAGIC):
         return body, False
     return _inflate(body, _GZIP_WBITS, max_size)

@@ -132,8 +132,9 @@ def _scan(tree: LexborHTMLParser, requisites: bool, follow_nofollow: bool) -> _S
 def _link_element(href: str, rel: str | None, requisites: bool, scan: _Scan) -> None:
     """A `<link>`: a page (next, alternate, canonical …) or, with requisites, something the page uses."""
     rels = set((rel or "").lower().split())
-    if requisites and not rels.isdisjoint(_REQUISITE_RELS):
-        scan.hrefs.append((href, "requisite"))
+    if not rels.isdisjoint(_REQUISITE_RELS):  # "alternate stylesheet" is a stylesheet, not a page
+        if requisites:
+            scan.hrefs.append((href, "requisite"))
     elif not rels.isdisjoint(_LINK_RELS):
         scan.hrefs.append((href, "link"))
         if "canonical" in rels and scan.canonical is None:
