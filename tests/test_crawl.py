@@ -128,3 +128,18 @@ async def test_named_crawls_share_a_directory_without_mixing(site_server: SiteSe
     assert done == {"one": 10, "two": 20}
     names = sorted(p.name.split("-")[0] for p in (tmp_path / "warc").glob("*.warc.gz"))
     assert names == ["one", "two"]
+
+
+async def test_every_fetched_page_is_searchable_by_its_words(site_server: SiteServer, tmp_path: Path) -> None:
+    site = site_server.site
+    await crawl_site(site_server, tmp_path)
+    conn = connect(tmp_path)
+    fetched = fetched_depths(tmp_path)
+    pages = [(path, info) for path, info in site.pages.items() if path in fetched and info.word]
+    assert len(pages) > 250
+    for path, info in pages:
+        hits = conn.execute("SELECT url FROM captures_fts WHERE captures_fts MATCH ?", (info.word,)).fetchall()
+        assert hits == [(site.url(path),)], info.word
+    (unindexed,) = conn.execute(
+        "SELECT COUNT(*) FROM captures WHERE id > (SELECT upto FROM fts_progress)").fetchone()
+    assert unindexed == 0

@@ -357,3 +357,36 @@ def test_hundred_thousand_links_stay_fast() -> None:
 def test_requisites_in_many_style_attributes_are_collected_once() -> None:
     html = '<div style="background:url(/bg.png)">x</div>' * 1000
     assert _links(html, requisites=True) == _expect(("http://example.com/bg.png", "requisite"))
+
+
+BASES = [
+    "http://example.com/",
+    "http://example.com/a/b/page.html?x=1&y=/z/",
+    "https://user:pw@example.com:8443/dir/sub/",
+    "http://127.0.0.1:8080/only",
+    "http://[::1]/a/?q",
+]
+HREFS = [
+    "", " ", "?q=2", "#top", " \t?x", "\n#f", "page", "./page", "../up", "../../../../way/up", "/abs", "//other.org/x",
+    "/", ".", "..", "http://example.org/x", "HTTPS://Example.org:443/", "http:relative", "http:/single",
+    "https:\\\\back\\slash", "\\\\host\\x", " /lead-space", "a b", "%zz", "mailto:x@y", "javascript:void(0)",
+    "ftp://x/", "é/ü", "/a/./b/../c", "?", "#", "data:,x",
+]
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_shared_resolution_equals_resolving_against_the_page(base: str) -> None:
+    from webtrawl.errors import InvalidURL
+    from webtrawl.parse.html import _normalize_shared, _resolution_base
+    from webtrawl.urls import normalize
+
+    for href in HREFS:
+        try:
+            expected = normalize(href, base)
+        except InvalidURL:
+            expected = None
+        try:
+            shared = _normalize_shared(href, _resolution_base(href, base))
+        except InvalidURL:
+            shared = None
+        assert shared == expected, (href, base)

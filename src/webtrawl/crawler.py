@@ -2,9 +2,10 @@
 
 One event loop runs it. The main loop claims URLs from ready hosts while fetch slots are free; each URL
 is handled by its own task (owned by a TaskGroup) that fetches, parses and turns the result into a
-`Completion`; a bounded queue carries those to the committer, which appends the archive records, then
-commits the batch through the frontier (the commit order of DESIGN.md). Blocking work runs on two
-threads: the archive thread (WARC and mirror files) and the database thread.
+`Completion`; a bounded queue carries those to the archiver, which appends a batch's records to the
+WARC file and flushes them, then hands the batch to the committer, which commits it through the
+frontier (the commit order of DESIGN.md). Blocking work runs on two threads, so the two stages overlap:
+the archive thread (WARC and mirror files) and the database thread.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .scope import Scope
 from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs, open_crawl
 from .store.db import DB_NAME, Database, DirectoryLock, prepare_directory
-from .store.index import drop_counts, failure_counts, status_counts
+from .store.index import INDEX_CHUNK, drop_counts, failure_counts, index_text, status_counts
 from .store.mirror import Mirror
 from .store.warc import WarcWriter
 from .urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
@@ -38,10 +39,12 @@ from .urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-COMMIT_BATCH = 256
+COMMIT_BATCH = 512
 """Most results committed in one transaction."""
 COMMIT_LINGER = 0.05
 """Seconds the committer waits to fill a batch once it has one result."""
+INDEX_EVERY = 5.0
+"""Seconds at most between two catch-ups of the search index (see `store.index.index_text`)."""
 STOP_GRACE = 5.0
 """Seconds in-flight fetches may take to finish after a stop was asked for."""
 
@@ -132,8 +135,10 @@ class Crawler:
                 robots_pending.discard(host)
                 self._wake.set()
 
+        archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None] = asyncio.Queue(maxsize=2)
         async with asyncio.TaskGroup() as tg:
-            committer = tg.create_task(self._commit_loop(frontier, results, warc, mirror))
+            archiver = tg.create_task(self._archive_loop(results, archived, warc, mirror))
+            committer = tg.create_task(self._commit_loop(frontier, archived, handler.db))
             while True:
                 if self._stopping:
                     outcome = "interrupted"
@@ -171,36 +176,65 @@ class Crawler:
                 for task in late:
                     task.cancel()
             await results.put(None)
+            await archiver
             await committer
         return outcome
 
-    async def _commit_loop(self, frontier: SqliteFrontier, results: asyncio.Queue[PageResult | None],
-                           warc: WarcWriter, mirror: Mirror | None) -> None:
-        """Commit results in batches: archive records first and flushed, then one database transaction."""
-        while True:
+    async def _archive_loop(self, results: asyncio.Queue[PageResult | None],
+                            archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None],
+                            warc: WarcWriter, mirror: Mirror | None) -> None:
+        """Stage one of the commit: append each batch's records to the archive and flush them.
+
+        Batches form by themselves: whatever arrived while the previous batch was written goes next, so
+        under load batches grow and the per-transaction costs (FTS5 segment merges, WAL commits) shrink.
+        """
+        end = False
+        while not end:
             first = await results.get()
             if first is None:
-                return
+                break
             batch = [first]
             deadline = time.monotonic() + COMMIT_LINGER
-            end = False
             while len(batch) < COMMIT_BATCH:
                 try:
-                    item = results.get_nowait() if time.monotonic() >= deadline else await asyncio.wait_for(
-                        results.get(), timeout=max(0.0, deadline - time.monotonic()))
-                except (asyncio.QueueEmpty, TimeoutError):
-                    break
+                    item = results.get_nowait()
+                except asyncio.QueueEmpty:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    try:
+                        item = await asyncio.wait_for(results.get(), timeout=remaining)
+                    except TimeoutError:
+                        break
                 if item is None:
                     end = True
                     break
                 batch.append(item)
             checkpoint = await self._on_archive_thread(_archive, batch, warc, mirror)
+            await archived.put((batch, checkpoint))
+        await archived.put(None)
+
+    async def _commit_loop(self, frontier: SqliteFrontier,
+                           archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None],
+                           db: Database) -> None:
+        """Stage two: one database transaction per archived batch, in archive order.
+
+        It overlaps with stage one writing the next batch; a crash between the two leaves records past
+        the committed end, which the next run cuts off. The search index follows in chunks.
+        """
+        unindexed, indexed_at = 0, time.monotonic()
+        while (item := await archived.get()) is not None:
+            batch, checkpoint = item
             crash_point("before-commit")
             await frontier.complete([result.completion for result in batch], checkpoint)
             crash_point("after-commit")
             self._wake.set()
-            if end:
-                return
+            unindexed += sum(result.completion.capture is not None for result in batch)
+            if unindexed >= INDEX_CHUNK or (unindexed and time.monotonic() - indexed_at >= INDEX_EVERY):
+                await db.run(index_text)
+                unindexed, indexed_at = 0, time.monotonic()
+        while await db.run(index_text):
+            pass
 
     async def _on_archive_thread(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._archive_thread, fn, *args)

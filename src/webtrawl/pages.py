@@ -50,7 +50,7 @@ class PageHandler:
         self._scope = scope
         self._fetcher = fetcher
         self._politeness = politeness
-        self._db = db
+        self.db = db
         self._crawl_id = crawl_id
         self._stats = stats
 
@@ -90,7 +90,7 @@ class PageHandler:
         if 300 <= status < 400:
             new_host = self._follow_redirect(entry, outcome, completion)
             if new_host is not None:
-                await self._db.run(add_extra_host, self._crawl_id, new_host)
+                await self.db.run(add_extra_host, self._crawl_id, new_host)
         elif status >= 400:
             completion.verdict, completion.reason = "failed", f"HTTP {status}"
         elif outcome.content_type in HTML_TYPES and outcome.body:

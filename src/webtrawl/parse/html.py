@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -168,6 +169,34 @@ def _requisites(tag: str, attrs: dict[str, str | None], add: _Add) -> None:
         add((src, "requisite"))
 
 
+_STRIPPED = "".join(map(chr, range(33)))
+"""What the URL standard strips from both ends of an href (C0 controls and space)."""
+
+
+def _resolution_base(href: str, base: str) -> str | None:
+    """The shortest base that resolves `href` exactly as `base` does, so resolutions can be shared.
+
+    Most links of a site repeat on every page (navigation, footers), and resolving is the largest cost
+    of parsing: an absolute link needs no base, a path-absolute one only the origin, any other relative
+    one the base's directory; only `?query` and `#fragment` links need the whole base.
+    """
+    stripped = href.lstrip(_STRIPPED)
+    if stripped[:1] in ("?", "#", ""):
+        return base
+    scheme_end = base.find("//") + 2
+    if stripped[:1] == "/" and stripped[:2] != "//":
+        return base[: base.find("/", scheme_end) + 1]
+    if stripped[:8].lower().startswith(("http://", "https://")):
+        return None
+    query = base.find("?", scheme_end)
+    return base[: base.rfind("/", scheme_end, None if query < 0 else query) + 1]
+
+
+@lru_cache(maxsize=1 << 16)
+def _normalize_shared(href: str, base: str | None) -> str:
+    return normalize(href, base)
+
+
 def _resolve(hrefs: list[tuple[str, LinkKind]], base: str, *, skip_links: bool) -> list[Link]:
     links: list[Link] = []
     tried: set[str] = set()
@@ -177,7 +206,7 @@ def _resolve(hrefs: list[tuple[str, LinkKind]], base: str, *, skip_links: bool) 
             continue
         tried.add(href)
         try:
-            absolute = normalize(href, base)
+            absolute = _normalize_shared(href, _resolution_base(href, base))
         except InvalidURL:
             continue
         if absolute not in seen:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..models import Capture
+from .db import transaction
 
 _COLUMNS = (
     "fp, url, fetched_at, status, content_type, size, truncated, title, text, location, redirects, "
@@ -38,6 +39,34 @@ def capture_row(capture: Capture) -> tuple[Any, ...]:
 
 def insert_captures(conn: sqlite3.Connection, crawl_id: int, rows: Sequence[tuple[Any, ...]]) -> None:
     conn.executemany(_INSERT, [(crawl_id, *row) for row in rows])
+
+
+INDEX_CHUNK = 2000
+"""Captures indexed for search in one statement."""
+
+
+def unindexed(conn: sqlite3.Connection) -> int:
+    """How many captures the search index has not caught up with."""
+    (upto,) = conn.execute("SELECT upto FROM fts_progress").fetchone()
+    (last,) = conn.execute("SELECT COALESCE(MAX(id), 0) FROM captures").fetchone()
+    return int(last - upto)
+
+
+def index_text(conn: sqlite3.Connection, *, limit: int = INDEX_CHUNK) -> int:
+    """Add up to `limit` captures not yet in the search index, in one transaction; returns how many."""
+    with transaction(conn):
+        (upto,) = conn.execute("SELECT upto FROM fts_progress").fetchone()
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(id), ?) FROM (SELECT id FROM captures WHERE id > ? ORDER BY id LIMIT ?)",
+            (upto, upto, limit),
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO captures_fts(rowid, title, url, text) "
+            "SELECT id, title, url, text FROM captures WHERE id > ? AND id <= ? ORDER BY id",
+            (upto, last),
+        )
+        conn.execute("UPDATE fts_progress SET upto = ?", (last,))
+    return int(last - upto)
 
 
 def drop_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:

@@ -8,7 +8,9 @@ One file, `DIR/crawl.db`, holds every crawl of a directory, each row tagged with
   place each URL's discovery (at its current depth) and hand-out on one sequence, so the breadth-first
   property can be checked after the fact.
 - `captures`: one row per fetch; the search text lives here once, indexed by the external-content FTS5
-  table `captures_fts` that triggers keep in step.
+  table `captures_fts`. The index follows the captures in chunks (`store.index.index_text`), because
+  FTS5 indexes a thousand documents in one statement ~3.5x cheaper than one small batch at a time;
+  `fts_progress.upto` is the last capture id indexed, and the triggers keep indexed rows in step.
 - `links`: edges between fingerprints (the link graph; in-links are found through `links_dst`).
 - `dropped`: URLs the scope refused, each once with the first reason (a URL later accepted at a
   smaller depth is in `urls` too, and reports leave it out).
@@ -89,14 +91,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE VIRTUAL TABLE captures_fts USING fts5(
         title, url, text, content='captures', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
     );
-    CREATE TRIGGER captures_ai AFTER INSERT ON captures BEGIN
-        INSERT INTO captures_fts(rowid, title, url, text) VALUES (new.id, new.title, new.url, new.text);
-    END;
-    CREATE TRIGGER captures_ad AFTER DELETE ON captures BEGIN
+    CREATE TABLE fts_progress(upto INTEGER NOT NULL);
+    INSERT INTO fts_progress VALUES (0);
+    CREATE TRIGGER captures_ad AFTER DELETE ON captures WHEN old.id <= (SELECT upto FROM fts_progress) BEGIN
         INSERT INTO captures_fts(captures_fts, rowid, title, url, text)
         VALUES ('delete', old.id, old.title, old.url, old.text);
     END;
-    CREATE TRIGGER captures_au AFTER UPDATE OF title, url, text ON captures BEGIN
+    CREATE TRIGGER captures_au AFTER UPDATE OF title, url, text ON captures
+    WHEN old.id <= (SELECT upto FROM fts_progress) BEGIN
         INSERT INTO captures_fts(captures_fts, rowid, title, url, text)
         VALUES ('delete', old.id, old.title, old.url, old.text);
         INSERT INTO captures_fts(rowid, title, url, text) VALUES (new.id, new.title, new.url, new.text);
