@@ -27,6 +27,12 @@ from .base import FrontierCounts
 
 Row = tuple[Any, ...]
 
+SEEN_CACHE = 100_000
+"""Fingerprints (with their depth) remembered in memory to skip re-adding URLs already in the frontier.
+
+Most links of a page lead where other pages led already (navigation, footers); skipping those saves a
+random index probe each. When full, the cache starts over: it only saves work, the database decides."""
+
 MAX_STORED_URL = 4096
 """Dropped URLs are kept to this length: a hostile page may link 100 KB URLs."""
 
@@ -43,6 +49,7 @@ class SqliteFrontier:
         self._heads: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
         self._last_served: dict[int, int] = {}
+        self._seen: dict[int, int] = {}
         self._running = 0
         self._done = 0
         self._seq = 0
@@ -76,7 +83,7 @@ class SqliteFrontier:
 
     async def add(self, urls: Sequence[NewURL]) -> int:
         self._seq += 1
-        changed = await self._db.run(self._add_in_transaction, urls, self._seq, time.time())
+        changed = await self._db.run(self._add_in_transaction, self._unseen(urls), self._seq, time.time())
         self._raise_heads(changed)
         return len(changed)
 
@@ -110,6 +117,18 @@ class SqliteFrontier:
         ).fetchall()
         conn.execute("DELETE FROM temp.new_urls")
         return changed
+
+    def _unseen(self, urls: Iterable[NewURL]) -> list[NewURL]:
+        """The URLs not known (in memory) to be in the frontier already at the same or a smaller depth."""
+        seen = self._seen
+        if len(seen) > SEEN_CACHE:
+            seen.clear()
+        fresh = []
+        for url in urls:
+            if seen.get(url.fp, 1 << 30) > url.depth:
+                seen[url.fp] = url.depth
+                fresh.append(url)
+        return fresh
 
     def _host_id(self, conn: sqlite3.Connection, host: str) -> int:
         host_id = self._host_ids.get(host)
@@ -221,7 +240,8 @@ class SqliteFrontier:
 
     async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
         self._seq += 1
-        changed = await self._db.run(self._complete_rows, batch, checkpoint, self._seq, time.time())
+        fresh = self._unseen(child for item in batch for child in item.children)
+        changed = await self._db.run(self._complete_rows, batch, fresh, checkpoint, self._seq, time.time())
         self._raise_heads(changed)
         for item in batch:
             if item.verdict == "retry":
@@ -231,12 +251,11 @@ class SqliteFrontier:
                 self._done += 1
         self._running -= len(batch)
 
-    def _complete_rows(self, conn: sqlite3.Connection, batch: Sequence[Completion],
+    def _complete_rows(self, conn: sqlite3.Connection, batch: Sequence[Completion], fresh: list[NewURL],
                        checkpoint: Mapping[str, int], seq: int, now: float) -> list[Row]:
         crawl = self._crawl
-        children = [child for item in batch for child in item.children]
         with transaction(conn):
-            changed = self._insert_urls(conn, children, seq, now)
+            changed = self._insert_urls(conn, fresh, seq, now)
             conn.executemany(
                 "INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)",
                 [(crawl, item.entry.fp, child.fp) for item in batch for child in item.children],
