@@ -1,6 +1,7 @@
 """Crash safety: a crawl killed at any moment resumes and loses nothing.
 
-After each kill the test notes which URLs were `running` (only those may be fetched twice), then resumes;
+After each kill the test notes which URLs were in flight, i.e. requested but not committed (only those
+may be fetched twice), then resumes;
 at the end coverage is complete, every WARC file validates, and index and archive agree.
 """
 
@@ -30,13 +31,14 @@ def crawl_args(server: SiteServer, out: Path) -> list[str]:
             "--per-host", "4", "--concurrency", "8", "--warc-size", "30000", "--retries", "1", "-q"]
 
 
-def running_paths(out: Path) -> set[str]:
-    """URLs a killed crawl left running: the only ones it may fetch again."""
+def uncommitted_paths(server: SiteServer, out: Path) -> set[str]:
+    """URLs a killed crawl had requested without committing their result: the only ones it may fetch again."""
     conn = sqlite3.connect(out / "crawl.db")  # read-write: the WAL of a killed process may need recovery
     try:
-        return {path_of(url) for (url,) in conn.execute("SELECT url FROM urls WHERE state = 1")}
+        committed = {path_of(url) for (url,) in conn.execute("SELECT url FROM captures")}
     finally:
         conn.close()
+    return set(request_counts(server.log)) - committed
 
 
 def assert_complete(server: SiteServer, out: Path, may_repeat: set[str]) -> None:
@@ -53,7 +55,7 @@ def assert_complete(server: SiteServer, out: Path, may_repeat: set[str]) -> None
 async def test_named_crash_point_then_resume(site_server: SiteServer, tmp_path: Path, point: str) -> None:
     code, _out, err = await webtrawl(*crawl_args(site_server, tmp_path), env={"WEBTRAWL_CRASH_AT": point})
     assert code == -signal.SIGKILL, err
-    may_repeat = running_paths(tmp_path)
+    may_repeat = uncommitted_paths(site_server, tmp_path)
     code, out, err = await webtrawl(*crawl_args(site_server, tmp_path))
     assert code == 0, err
     assert out.startswith("finished")
@@ -72,7 +74,7 @@ async def test_random_kill_9_then_resume(site_server: SiteServer, tmp_path: Path
         if proc.returncode is None:
             proc.kill()
         killed += await proc.wait() == -signal.SIGKILL
-        may_repeat |= running_paths(tmp_path)
+        may_repeat |= uncommitted_paths(site_server, tmp_path)
     assert killed >= 2, "the kills came too late to test anything"
     code, out, err = await webtrawl(*crawl_args(site_server, tmp_path))
     assert code == 0, err

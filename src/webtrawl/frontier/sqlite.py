@@ -50,6 +50,10 @@ class SqliteFrontier:
         self._retry_at: dict[int, float] = {}
         self._last_served: dict[int, int] = {}
         self._seen: dict[int, int] = {}
+        self._claimed: dict[int, set[int]] = {}
+        """Per host id, fingerprints handed out and not completed yet."""
+        self._unrecorded: list[tuple[int, float, int]] = []
+        """Hand-outs (seq, time, fp) not yet written: they are written with the next completed batch."""
         self._running = 0
         self._done = 0
         self._seq = 0
@@ -170,7 +174,14 @@ class SqliteFrontier:
             if n == 0:
                 break
         self._seq += 1
-        entries, heads = await self._db.run(self._claim_rows, plan, now, self._seq)
+        claimed = self._claimed
+        entries, heads = await self._db.run(
+            self._claim_rows, [(host_id, take, frozenset(claimed.get(host_id, ()))) for host_id, take in plan], now
+        )
+        seq = self._seq
+        for entry in entries:
+            claimed.setdefault(self._host_ids[entry.host], set()).add(entry.fp)
+            self._unrecorded.append((seq, now, entry.fp))
         for host_id, head in heads.items():
             self._last_served[host_id] = self._seq
             if head is None:
@@ -182,27 +193,32 @@ class SqliteFrontier:
         self._running += len(entries)
         return entries
 
-    def _claim_rows(self, conn: sqlite3.Connection, plan: list[tuple[int, int]], now: float,
-                    seq: int) -> tuple[list[Entry], dict[int, int | None]]:
+    def _claim_rows(self, conn: sqlite3.Connection, plan: list[tuple[int, int, frozenset[int]]],
+                    now: float) -> tuple[list[Entry], dict[int, int | None]]:
+        """Read each host's first waiting URLs, skipping those handed out already; no write happens here.
+
+        The hand-out is recorded (state running, `claim_seq`) in the next completion's transaction: a
+        claim costs one indexed read instead of a transaction of its own, and a crash loses nothing,
+        since URLs left running go back to waiting anyway.
+        """
         entries: list[Entry] = []
         heads: dict[int, int | None] = {}
-        with transaction(conn):
-            for host_id, take in plan:
-                rows = conn.execute(
-                    "SELECT id, url, fp, depth, kind, referrer_fp, attempts, via FROM urls "
+        for host_id, take, claimed in plan:
+            rows = [
+                row for row in conn.execute(
+                    "SELECT url, fp, depth, kind, referrer_fp, attempts, via FROM urls "
                     "WHERE host_id = ? AND state = 0 AND not_before <= ? ORDER BY depth, id LIMIT ?",
-                    (host_id, now, take + 1),
-                ).fetchall()
-                heads[host_id] = rows[take][3] if len(rows) > take else None
-                rows = rows[:take]
-                conn.executemany("UPDATE urls SET state = 1, claim_seq = ?, updated_at = ? WHERE id = ?",
-                                 [(seq, now, row[0]) for row in rows])
-                host = self._host_names[host_id]
-                entries.extend(
-                    Entry(url=url, fp=fp, host=host, depth=depth, kind=kind, referrer_fp=referrer,
-                          attempts=attempts, via=tuple(json.loads(via)) if via else ())
-                    for _id, url, fp, depth, kind, referrer, attempts, via in rows
+                    (host_id, now, take + 1 + len(claimed)),
                 )
+                if row[1] not in claimed
+            ]
+            heads[host_id] = rows[take][2] if len(rows) > take else None
+            host = self._host_names[host_id]
+            entries.extend(
+                Entry(url=url, fp=fp, host=host, depth=depth, kind=kind, referrer_fp=referrer,
+                      attempts=attempts, via=tuple(json.loads(via)) if via else ())
+                for url, fp, depth, kind, referrer, attempts, via in rows[:take]
+            )
         return entries, heads
 
     async def _wake_retries(self, now: float) -> None:
@@ -241,9 +257,11 @@ class SqliteFrontier:
     async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
         self._seq += 1
         fresh = self._unseen(child for item in batch for child in item.children)
-        changed = await self._db.run(self._complete_rows, batch, fresh, checkpoint, self._seq, time.time())
+        claims, self._unrecorded = self._unrecorded, []
+        changed = await self._db.run(self._complete_rows, batch, fresh, claims, checkpoint, self._seq, time.time())
         self._raise_heads(changed)
         for item in batch:
+            self._claimed[self._host_ids[item.entry.host]].discard(item.entry.fp)
             if item.verdict == "retry":
                 host_id = self._host_ids[item.entry.host]
                 self._retry_later(host_id, item.not_before or 0.0)
@@ -252,9 +270,14 @@ class SqliteFrontier:
         self._running -= len(batch)
 
     def _complete_rows(self, conn: sqlite3.Connection, batch: Sequence[Completion], fresh: list[NewURL],
-                       checkpoint: Mapping[str, int], seq: int, now: float) -> list[Row]:
+                       claims: list[tuple[int, float, int]], checkpoint: Mapping[str, int], seq: int,
+                       now: float) -> list[Row]:
         crawl = self._crawl
         with transaction(conn):
+            conn.executemany(
+                "UPDATE urls SET state = 1, claim_seq = ?, updated_at = ? WHERE crawl_id = ? AND fp = ? AND state = 0",
+                [(claim_seq, at, crawl, fp) for claim_seq, at, fp in claims],
+            )
             changed = self._insert_urls(conn, fresh, seq, now)
             conn.executemany(
                 "INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)",
@@ -282,7 +305,11 @@ class SqliteFrontier:
     # -- state ------------------------------------------------------------------------------------
 
     async def counts(self) -> FrontierCounts:
-        return await self._db.run(self._count_rows)
+        counts = await self._db.run(self._count_rows)
+        unrecorded = len(self._unrecorded)  # handed out, still waiting in the database
+        counts.waiting -= unrecorded
+        counts.running += unrecorded
+        return counts
 
     def _count_rows(self, conn: sqlite3.Connection) -> FrontierCounts:
         counts = FrontierCounts()
