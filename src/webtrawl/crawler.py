@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 COMMIT_BATCH = 512
-"""Most results committed in one transaction."""
+"""Most results committed in one transaction; also how many may wait for the archiver (each holds a
+response body, so this bounds the memory a slow disk can make the crawl hold)."""
 COMMIT_LINGER = 0.05
 """Seconds the committer waits to fill a batch once it has one result."""
 INDEX_EVERY = 5.0
@@ -109,7 +110,7 @@ class Crawler:
                      handler: PageHandler, warc: WarcWriter, mirror: Mirror | None) -> str:
         """Run the main loop until the crawl ends or is stopped; returns why it ended."""
         config = self.config
-        results: asyncio.Queue[PageResult | None] = asyncio.Queue(maxsize=4 * COMMIT_BATCH)
+        results: asyncio.Queue[PageResult | None] = asyncio.Queue(maxsize=COMMIT_BATCH)
         robots_pending: set[str] = set()
         fetches: set[asyncio.Task[None]] = set()
         deadline = None if config.max_time is None else time.monotonic() + config.max_time

@@ -97,7 +97,7 @@ class PageHandler:
             decoded, page = self._parse(entry, outcome)
             capture.title, capture.text = page.title, page.text
             self._add_links(entry, page, completion)
-        return PageResult(completion, archived, decoded)
+        return PageResult(completion, archived, decoded if self._config.mirror else None)
 
     def _retry_or_fail(self, entry: Entry, outcome: FetchOutcome, reason: str) -> Completion:
         """Retry later with exponential backoff and jitter while the attempt and wait budgets last."""

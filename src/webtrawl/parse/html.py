@@ -192,7 +192,7 @@ def _resolution_base(href: str, base: str) -> str | None:
     return base[: base.rfind("/", scheme_end, None if query < 0 else query) + 1]
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=1 << 14)
 def _normalize_shared(href: str, base: str | None) -> str:
     return normalize(href, base)
 

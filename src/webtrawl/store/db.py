@@ -87,7 +87,7 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = OFF")
             migrate(conn)
-        conn.execute("PRAGMA cache_size = -65536")
+        conn.execute("PRAGMA cache_size = -32768")  # KiB: random index writes need a warm cache
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot open {path}: {exc}") from None
     return conn
