@@ -16,9 +16,13 @@ def fast_config(seed: str, out: Path, *, max_depth: int | None = None, **setting
     """A crawl of a local test site without the politeness a real site deserves (tests must be quick)."""
     fetch = settings.pop("fetch", FetchConfig(backoff=0.05, read_timeout=5, total_timeout=10))
     return CrawlConfig(
-        seeds=(seed,), out=out, scope=settings.pop("scope", ScopeConfig(max_depth=max_depth)),  # type: ignore[arg-type]
-        politeness=PolitenessConfig(per_host=4, delay=0), fetch=fetch,  # type: ignore[arg-type]
-        concurrency=8, **settings,  # type: ignore[arg-type]
+        seeds=(seed,),
+        out=out,
+        scope=settings.pop("scope", ScopeConfig(max_depth=max_depth)),  # type: ignore[arg-type]
+        politeness=PolitenessConfig(per_host=4, delay=0),
+        fetch=fetch,  # type: ignore[arg-type]
+        concurrency=8,
+        **settings,  # type: ignore[arg-type]
     )
 
 
@@ -33,22 +37,34 @@ def path_of(url: str) -> str:
 def fetched_depths(out: Path) -> dict[str, int]:
     """Path → depth of every URL the crawl fetched (has a capture of)."""
     conn = connect(out)
-    return {path_of(url): depth for url, depth in conn.execute(
-        "SELECT url, depth FROM urls u WHERE EXISTS (SELECT 1 FROM captures c WHERE c.fp = u.fp)")}
+    return {
+        path_of(url): depth
+        for url, depth in conn.execute(
+            "SELECT url, depth FROM urls u WHERE EXISTS (SELECT 1 FROM captures c WHERE c.fp = u.fp)"
+        )
+    }
 
 
 def last_statuses(out: Path) -> dict[str, int]:
     conn = connect(out)
-    return {path_of(url): status for url, status in conn.execute(
-        "SELECT url, status FROM captures WHERE id IN (SELECT MAX(id) FROM captures GROUP BY fp) "
-        "AND status IS NOT NULL")}
+    return {
+        path_of(url): status
+        for url, status in conn.execute(
+            "SELECT url, status FROM captures WHERE id IN (SELECT MAX(id) FROM captures GROUP BY fp) "
+            "AND status IS NOT NULL"
+        )
+    }
 
 
 def dropped(out: Path, reason: str) -> set[str]:
     conn = connect(out)
-    return {url for (url,) in conn.execute(
-        "SELECT url FROM dropped d WHERE reason = ? AND NOT EXISTS (SELECT 1 FROM urls u WHERE u.fp = d.fp)",
-        (reason,))}
+    return {
+        url
+        for (url,) in conn.execute(
+            "SELECT url FROM dropped d WHERE reason = ? AND NOT EXISTS (SELECT 1 FROM urls u WHERE u.fp = d.fp)",
+            (reason,),
+        )
+    }
 
 
 def request_counts(log: list, *, host: str | None = None) -> Counter[str]:
@@ -74,7 +90,8 @@ def check_warcs(out: Path) -> int:
                 assert record.verify_block_digest(), f"bad block digest in {file.name}"
     conn = connect(out)
     for url, name, offset in conn.execute(
-        "SELECT url, warc_file, warc_offset FROM captures WHERE warc_file IS NOT NULL"):
+        "SELECT url, warc_file, warc_offset FROM captures WHERE warc_file IS NOT NULL"
+    ):
         with (out / "warc" / name).open("rb") as stream:
             stream.seek(offset)
             record = next(iter(ArchiveIterator(stream)))

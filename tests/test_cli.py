@@ -19,8 +19,13 @@ from tests.sites import SiteServer
 async def webtrawl(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run the real command in a subprocess (the test's event loop keeps serving the test site)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webtrawl", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})},
+        sys.executable,
+        "-m",
+        "webtrawl",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     assert proc.returncode is not None
@@ -44,9 +49,15 @@ def one_line_error(err: str, *fragments: str) -> None:
     [
         (["crawl", "http://[oops/", "--out", "{tmp}"], ["bad seed URL", "http://[oops/"]),
         (["crawl", "ftp://example.org/", "--out", "{tmp}"], ["unsupported scheme"]),
-        (["crawl", "http://127.0.0.1:9/", "--out", "/proc/no/such/dir"], ["cannot write to /proc/no/such/dir"]),
+        (
+            ["crawl", "http://127.0.0.1:9/", "--out", "/proc/no/such/dir"],
+            ["cannot write to /proc/no/such/dir"],
+        ),
         (["crawl", "http://127.0.0.1:9/", "--out", "{tmp}", "--deny", "("], ["bad regular expression"]),
-        (["crawl", "http://127.0.0.1:9/", "--out", "{tmp}", "--concurrency", "0"], ["concurrency must be > 0"]),
+        (
+            ["crawl", "http://127.0.0.1:9/", "--out", "{tmp}", "--concurrency", "0"],
+            ["concurrency must be > 0"],
+        ),
         (["crawl", "http://127.0.0.1:9/", "--out", "{tmp}", "--name", "a/b"], ["crawl name"]),
         (["status", "{tmp}"], ["no crawl database"]),
         (["export", "{tmp}"], ["no crawl database"]),
@@ -59,8 +70,9 @@ async def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[s
 
 
 async def test_unreachable_seed_is_a_failed_url_and_exit_1(tmp_path: Path) -> None:
-    code, out, _err = await webtrawl("crawl", "http://127.0.0.1:9/", "--out", str(tmp_path), "--retries", "0",
-                                     "--ignore-robots", "-q")
+    code, out, _err = await webtrawl(
+        "crawl", "http://127.0.0.1:9/", "--out", str(tmp_path), "--retries", "0", "--ignore-robots", "-q"
+    )
     assert code == 1
     assert "0 done, 1 failed" in out
     (reason,) = connect(tmp_path).execute("SELECT reason FROM urls WHERE state = 3").fetchone()
@@ -69,8 +81,9 @@ async def test_unreachable_seed_is_a_failed_url_and_exit_1(tmp_path: Path) -> No
 
 async def test_crawl_export_status_round_trip(site_server: SiteServer, tmp_path: Path) -> None:
     site = site_server.site
-    code, out, err = await webtrawl("crawl", site_server.url, "--out", str(tmp_path), "--max-depth",
-                                    str(site.deepest), *FAST)
+    code, out, err = await webtrawl(
+        "crawl", site_server.url, "--out", str(tmp_path), "--max-depth", str(site.deepest), *FAST
+    )
     assert code == 0, err
     assert "finished" in out and "dropped by reason" in out
     captures = connect(tmp_path).execute("SELECT COUNT(*) FROM captures").fetchone()[0]

@@ -27,8 +27,25 @@ RETRIED = "/broken/"
 
 
 def crawl_args(server: SiteServer, out: Path) -> list[str]:
-    return ["crawl", server.url, "--out", str(out), "--max-depth", str(server.site.deepest), "--delay", "0",
-            "--per-host", "4", "--concurrency", "8", "--warc-size", "30000", "--retries", "1", "-q"]
+    return [
+        "crawl",
+        server.url,
+        "--out",
+        str(out),
+        "--max-depth",
+        str(server.site.deepest),
+        "--delay",
+        "0",
+        "--per-host",
+        "4",
+        "--concurrency",
+        "8",
+        "--warc-size",
+        "30000",
+        "--retries",
+        "1",
+        "-q",
+    ]
 
 
 def uncommitted_paths(server: SiteServer, out: Path) -> set[str]:
@@ -49,9 +66,7 @@ def assert_complete(server: SiteServer, out: Path, may_repeat: set[str]) -> None
     check_warcs(out)
 
 
-@pytest.mark.parametrize(
-    "point", ["warc-mid-record:40", "warc-rotation:3", "before-commit:3", "after-commit:5"]
-)
+@pytest.mark.parametrize("point", ["warc-mid-record:40", "warc-rotation:3", "before-commit:3", "after-commit:5"])
 async def test_named_crash_point_then_resume(site_server: SiteServer, tmp_path: Path, point: str) -> None:
     code, _out, err = await webtrawl(*crawl_args(site_server, tmp_path), env={"WEBTRAWL_CRASH_AT": point})
     assert code == -signal.SIGKILL, err
@@ -68,14 +83,15 @@ async def test_random_kill_9_then_resume(site_server: SiteServer, tmp_path: Path
     may_repeat: set[str] = set()
     killed = 0
     for _ in range(4):
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "webtrawl", *args,
-                                                    stdout=asyncio.subprocess.DEVNULL, env=os.environ.copy())
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "webtrawl", *args, stdout=asyncio.subprocess.DEVNULL, env=os.environ.copy()
+        )
         await asyncio.sleep(rng.uniform(0.8, 2.0))
         if proc.returncode is None:
             proc.kill()
         killed += await proc.wait() == -signal.SIGKILL
         may_repeat |= uncommitted_paths(site_server, tmp_path)
     assert killed >= 2, "the kills came too late to test anything"
-    code, out, err = await webtrawl(*crawl_args(site_server, tmp_path))
+    code, _out, err = await webtrawl(*crawl_args(site_server, tmp_path))
     assert code == 0, err
     assert_complete(site_server, tmp_path, may_repeat)

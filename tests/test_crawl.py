@@ -57,8 +57,12 @@ async def test_drops_are_recorded_with_their_reason(site_server: SiteServer, tmp
     assert dropped(tmp_path, "binary-extension") == set(expected.dropped["binary"])
     assert dropped(tmp_path, "repeated-path-segments") == set(expected.dropped["repeated-segments"])
     assert dropped(tmp_path, "too-deep") == set(expected.dropped["depth"])
-    blocked = {url for (url,) in connect(tmp_path).execute(
-        "SELECT url FROM urls WHERE state = 3 AND reason = 'blocked by robots.txt'")}
+    blocked = {
+        url
+        for (url,) in connect(tmp_path).execute(
+            "SELECT url FROM urls WHERE state = 3 AND reason = 'blocked by robots.txt'"
+        )
+    }
     assert blocked == set(expected.dropped["robots"])
     assert report.drops["out-of-scope"] == len(expected.dropped["scope"])
     assert report.failures["blocked by robots.txt"] == len(expected.dropped["robots"])
@@ -67,8 +71,11 @@ async def test_drops_are_recorded_with_their_reason(site_server: SiteServer, tmp
 async def test_frontier_hands_out_breadth_first(site_server: SiteServer, tmp_path: Path) -> None:
     """Per host, no URL was handed out while a fetchable URL of smaller depth was known and waiting."""
     await crawl_site(site_server, tmp_path)
-    rows = connect(tmp_path).execute(
-        "SELECT host_id, depth, added_seq, claim_seq, attempts FROM urls WHERE claim_seq IS NOT NULL").fetchall()
+    rows = (
+        connect(tmp_path)
+        .execute("SELECT host_id, depth, added_seq, claim_seq, attempts FROM urls WHERE claim_seq IS NOT NULL")
+        .fetchall()
+    )
     by_host = defaultdict(list)
     for row in rows:
         by_host[row[0]].append(row)
@@ -103,7 +110,7 @@ async def test_resume_with_another_scope_is_refused(site_server: SiteServer, tmp
     await crawl_site(site_server, tmp_path, max_pages=5)
     config = fast_config(site_server.url, tmp_path, max_depth=site_server.site.deepest)
     changed = replace(config, scope=ScopeConfig(max_depth=site_server.site.deepest, deny=("/x/",)))
-    with pytest.raises(IdentityMismatch, match="scope.deny"):
+    with pytest.raises(IdentityMismatch, match=r"scope\.deny"):
         await Crawler(changed).run()
     # tunables may change
     await Crawler(replace(config, concurrency=3, max_pages=10)).run()
@@ -123,8 +130,11 @@ async def test_named_crawls_share_a_directory_without_mixing(site_server: SiteSe
     await crawl_site(site_server, tmp_path, name="one", max_pages=10)
     await crawl_site(site_server, tmp_path, name="two", max_pages=20)
     conn = connect(tmp_path)
-    done = dict(conn.execute(
-        "SELECT c.name, COUNT(*) FROM urls u JOIN crawls c ON c.id = u.crawl_id WHERE state = 2 GROUP BY c.name"))
+    done = dict(
+        conn.execute(
+            "SELECT c.name, COUNT(*) FROM urls u JOIN crawls c ON c.id = u.crawl_id WHERE state = 2 GROUP BY c.name"
+        )
+    )
     assert done == {"one": 10, "two": 20}
     names = sorted(p.name.split("-")[0] for p in (tmp_path / "warc").glob("*.warc.gz"))
     assert names == ["one", "two"]
@@ -140,6 +150,5 @@ async def test_every_fetched_page_is_searchable_by_its_words(site_server: SiteSe
     for path, info in pages:
         hits = conn.execute("SELECT url FROM captures_fts WHERE captures_fts MATCH ?", (info.word,)).fetchall()
         assert hits == [(site.url(path),)], info.word
-    (unindexed,) = conn.execute(
-        "SELECT COUNT(*) FROM captures WHERE id > (SELECT upto FROM fts_progress)").fetchone()
+    (unindexed,) = conn.execute("SELECT COUNT(*) FROM captures WHERE id > (SELECT upto FROM fts_progress)").fetchone()
     assert unindexed == 0

@@ -57,12 +57,8 @@ def insert_capture(conn: sqlite3.Connection, crawl_id: int, url: str, fetched_at
 def conn(tmp_path: Path) -> sqlite3.Connection:
     conn = connect(tmp_path / "crawl.db")
     for crawl_id, name in ((1, "site"), (2, "other")):
-        conn.execute(
-            "INSERT INTO crawls(id, name, identity, created_at) VALUES (?, ?, '{}', ?)", (crawl_id, name, T0)
-        )
-        conn.execute(
-            "INSERT INTO hosts(id, crawl_id, host) VALUES (?, ?, 'example.com')", (crawl_id, crawl_id)
-        )
+        conn.execute("INSERT INTO crawls(id, name, identity, created_at) VALUES (?, ?, '{}', ?)", (crawl_id, name, T0))
+        conn.execute("INSERT INTO hosts(id, crawl_id, host) VALUES (?, ?, 'example.com')", (crawl_id, crawl_id))
     for url, depth in DEPTHS.items():
         conn.execute(
             "INSERT INTO urls(crawl_id, fp, url, host_id, depth, kind, state, added_seq, discovered_at, "

@@ -50,12 +50,8 @@ async def _echo(request: web.Request) -> web.Response:
 
 ROUTES: dict[str, Callable[[], web.Response]] = {
     "/page": lambda: web.Response(body=PAGE, content_type="text/html"),
-    "/gzip": lambda: web.Response(
-        body=GZIPPED, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"}
-    ),
-    "/moved": lambda: web.Response(
-        status=301, headers={"Location": "/page"}, body=b"moved", content_type="text/html"
-    ),
+    "/gzip": lambda: web.Response(body=GZIPPED, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"}),
+    "/moved": lambda: web.Response(status=301, headers={"Location": "/page"}, body=b"moved", content_type="text/html"),
     "/missing": lambda: web.Response(status=404, body=b"<p>no</p>", content_type="text/html"),
     "/busy": lambda: web.Response(status=503, headers={"Retry-After": "120"}),
     "/busy-date": lambda: web.Response(status=503, headers={"Retry-After": _http_date(60)}),
@@ -63,14 +59,10 @@ ROUTES: dict[str, Callable[[], web.Response]] = {
     "/slow-down": lambda: web.Response(status=429, headers={"Retry-After": "9999999"}),
     "/error": lambda: web.Response(status=500),
     "/image": lambda: web.Response(body=PNG, content_type="image/png"),
-    "/xhtml": lambda: web.Response(
-        body=PAGE, headers={"Content-Type": "application/xhtml+xml; charset=utf-8"}
-    ),
+    "/xhtml": lambda: web.Response(body=PAGE, headers={"Content-Type": "application/xhtml+xml; charset=utf-8"}),
     "/upper": lambda: web.Response(body=PAGE, headers={"Content-Type": " Text/HTML ; charset=UTF-8"}),
     "/big": lambda: web.Response(body=BIG, content_type="text/html"),
-    "/dup": lambda: web.Response(
-        body=b"", headers=_headers(("X-Dup", "a"), ("x-MiXeD", "Café"), ("X-Dup", "b"))
-    ),
+    "/dup": lambda: web.Response(body=b"", headers=_headers(("X-Dup", "a"), ("x-MiXeD", "Café"), ("X-Dup", "b"))),
 }
 
 
@@ -157,9 +149,7 @@ async def test_non_html_body_read_when_asked(site: TestServer, how: str) -> None
     ("limit", "truncated", "size"),
     [(100_000, "length", 100_000), (len(BIG), None, len(BIG)), (len(BIG) - 1, "length", len(BIG) - 1)],
 )
-async def test_size_cap(
-    site: TestServer, fetcher: Fetcher, limit: int, truncated: str | None, size: int
-) -> None:
+async def test_size_cap(site: TestServer, fetcher: Fetcher, limit: int, truncated: str | None, size: int) -> None:
     out = await fetcher.fetch(str(site.make_url("/big")), max_size=limit)
     assert (out.truncated, len(out.body), out.error) == (truncated, size, None)
     assert out.body == BIG[:size]
@@ -333,9 +323,7 @@ async def test_garbage_status_line(raw_server: RawServer, fetcher: Fetcher) -> N
     assert not out.retryable
 
 
-async def test_slow_body_hits_total_timeout_with_partial_body(
-    raw_server: RawServer, fetcher: Fetcher
-) -> None:
+async def test_slow_body_hits_total_timeout_with_partial_body(raw_server: RawServer, fetcher: Fetcher) -> None:
     out = await fetcher.fetch(await raw_server(READ, HEAD, *TRICKLE))
     assert (out.status, out.error, out.truncated, out.retryable) == (200, "total timeout", "time", True)
     assert 0 < len(out.body) < 300

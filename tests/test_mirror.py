@@ -67,9 +67,7 @@ def test_url_to_path(tmp_path: Path, url: str, content_type: str, expected: str)
 def test_long_names_are_cut_with_a_hash(tmp_path: Path, url: str, content_type: str, suffix: str) -> None:
     mirror = Mirror(tmp_path)
     written = mirror.write(url, content_type, b"long")
-    other = mirror.write(
-        url.replace("x", "y").replace("é", "è").replace("q=1", "q=2"), content_type, b"other"
-    )
+    other = mirror.write(url.replace("x", "y").replace("é", "è").replace("q=1", "q=2"), content_type, b"other")
     assert written.read_bytes() == b"long" and written != other
     for part in written.relative_to(tmp_path).parts:
         assert len(part.encode()) <= MAX_NAME

@@ -168,9 +168,7 @@ LINK_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("html", "options", "expected"), [pytest.param(*case[1:], id=case[0]) for case in LINK_CASES]
-)
+@pytest.mark.parametrize(("html", "options", "expected"), [pytest.param(*case[1:], id=case[0]) for case in LINK_CASES])
 def test_links(html: str, options: dict[str, bool], expected: list) -> None:
     assert _links(html, **options) == _expect(*expected)
 
@@ -367,10 +365,38 @@ BASES = [
     "http://[::1]/a/?q",
 ]
 HREFS = [
-    "", " ", "?q=2", "#top", " \t?x", "\n#f", "page", "./page", "../up", "../../../../way/up", "/abs", "//other.org/x",
-    "/", ".", "..", "http://example.org/x", "HTTPS://Example.org:443/", "http:relative", "http:/single",
-    "https:\\\\back\\slash", "\\\\host\\x", " /lead-space", "a b", "%zz", "mailto:x@y", "javascript:void(0)",
-    "ftp://x/", "é/ü", "/a/./b/../c", "?", "#", "data:,x",
+    "",
+    " ",
+    "?q=2",
+    "#top",
+    " \t?x",
+    "\n#f",
+    "page",
+    "./page",
+    "../up",
+    "../../../../way/up",
+    "/abs",
+    "//other.org/x",
+    "/",
+    ".",
+    "..",
+    "http://example.org/x",
+    "HTTPS://Example.org:443/",
+    "http:relative",
+    "http:/single",
+    "https:\\\\back\\slash",
+    "\\\\host\\x",
+    " /lead-space",
+    "a b",
+    "%zz",
+    "mailto:x@y",
+    "javascript:void(0)",
+    "ftp://x/",
+    "é/ü",
+    "/a/./b/../c",
+    "?",
+    "#",
+    "data:,x",
 ]
 
 

@@ -323,9 +323,7 @@ CHAIN = {f"/r{i}": redirect(f"/r{i + 1}") for i in range(1, 5)}  # /r1 â†’ /r2 â
         pytest.param({"/robots.txt": text(gzip.compress(DISALLOW_X))}, ALLOW, id="gzip-without-header"),
     ],
 )
-async def test_fetch_robots(
-    serve: ServeRoutes, fetcher: Fetcher, routes: dict[str, Handler], verdict: str
-) -> None:
+async def test_fetch_robots(serve: ServeRoutes, fetcher: Fetcher, routes: dict[str, Handler], verdict: str) -> None:
     origin = await serve(routes)
     assert _verdict(await fetch_robots(fetcher, origin, UA), origin) == verdict
 

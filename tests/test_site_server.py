@@ -78,9 +78,7 @@ async def test_the_log_records_every_request_as_sent(site_server: SiteServer, pa
 async def test_another_host_name_reaches_the_same_site_as_another_host_key(site_server: SiteServer) -> None:
     status, _, _ = await get(site_server.site.other_origin + "/")
     assert status == 200
-    assert [entry.host for entry in site_server.log] == [
-        site_server.site.other_origin.removeprefix("http://")
-    ]
+    assert [entry.host for entry in site_server.log] == [site_server.site.other_origin.removeprefix("http://")]
 
 
 async def test_delay_holds_requests_in_flight_per_host() -> None:

@@ -51,9 +51,7 @@ CASES = {
         headers=[("Content-Type", "text/plain"), ("Transfer-Encoding", "chunked")], body=b"not chunked"
     ),
     "truncated at the size limit": outcome(body=HTML[:100], truncated="length"),
-    "404 without body or ip": outcome(
-        "http://example.com/missing", status=404, reason="Not Found", body=b"", ip=None
-    ),
+    "404 without body or ip": outcome("http://example.com/missing", status=404, reason="Not Found", body=b"", ip=None),
     "redirect": outcome(status=301, reason="Moved Permanently", headers=[("Location", "/b")], body=b""),
     "empty reason phrase": outcome(status=204, reason="", headers=[], body=b""),
     "latin-1 header value": outcome(headers=[("X-Name", "Müller"), ("Content-Type", "text/html")]),

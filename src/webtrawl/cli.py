@@ -50,24 +50,42 @@ def main() -> None:
 @click.option("--max-time", type=float, help="Stop this run after this many seconds.")
 @click.option("--concurrency", type=int, default=32, show_default=True, help="Fetches in flight.")
 @click.option("--per-host", type=int, default=2, show_default=True, help="Fetches in flight per host.")
-@click.option("--delay", type=float, default=0.5, show_default=True,
-              help="Seconds between request starts on one host.")
-@click.option("--scope", "scope_mode", type=click.Choice(["host", "domain", "prefix", "any"]), default="host",
-              show_default=True, help="Which URLs the crawl may visit.")
+@click.option("--delay", type=float, default=0.5, show_default=True, help="Seconds between request starts on one host.")
+@click.option(
+    "--scope",
+    "scope_mode",
+    type=click.Choice(["host", "domain", "prefix", "any"]),
+    default="host",
+    show_default=True,
+    help="Which URLs the crawl may visit.",
+)
 @click.option("--allow", multiple=True, help="Regex a URL must match (repeatable).")
 @click.option("--deny", multiple=True, help="Regex that excludes a URL (repeatable).")
 @click.option("--max-url-length", type=int, default=2048, show_default=True)
 @click.option("--max-query-params", type=int, default=10, show_default=True)
-@click.option("--max-repeated-segments", type=int, default=3, show_default=True,
-              help="Trap guard: a path segment may repeat at most this often.")
-@click.option("--max-meaningless-symbols", type=int,
-              help="Drop URLs whose last path segment has more symbols than this (off by default).")
+@click.option(
+    "--max-repeated-segments",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Trap guard: a path segment may repeat at most this often.",
+)
+@click.option(
+    "--max-meaningless-symbols",
+    type=int,
+    help="Drop URLs whose last path segment has more symbols than this (off by default).",
+)
 @click.option("--page-requisites", is_flag=True, help="Also fetch CSS, images, scripts and fonts pages need.")
 @click.option("--ignore-nofollow", is_flag=True, help="Follow rel=nofollow links and nofollow pages.")
 @click.option("--ignore-robots", is_flag=True, help="Do not fetch or obey robots.txt.")
 @click.option("--user-agent", help="User-Agent header (default names webtrawl and its version).")
-@click.option("--max-size", type=int, default=10 * 1024 * 1024, show_default=True,
-              help="Bytes per body, received and decoded.")
+@click.option(
+    "--max-size",
+    type=int,
+    default=10 * 1024 * 1024,
+    show_default=True,
+    help="Bytes per body, received and decoded.",
+)
 @click.option("--fetch-non-html", is_flag=True, help="Download bodies of non-HTML responses too.")
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Read timeout, seconds.")
 @click.option("--retries", type=int, default=3, show_default=True, help="Retries of a URL after a failure.")
@@ -75,8 +93,15 @@ def main() -> None:
 @click.option("--mirror", is_flag=True, help="Also write plain files named from the URL, as wget does.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display; only the final summary line.")
 @click.option("--verbose", "-v", is_flag=True, help="Log details to stderr.")
-def crawl(seeds: tuple[str, ...], out: Path, name: str, config_file: Path | None, quiet: bool, verbose: bool,
-          **flags: Any) -> None:
+def crawl(
+    seeds: tuple[str, ...],
+    out: Path,
+    name: str,
+    config_file: Path | None,
+    quiet: bool,
+    verbose: bool,
+    **flags: Any,
+) -> None:
     """Crawl SEEDS breadth-first into the directory --out (run it again to resume)."""
     _setup_logging(verbose)
     try:
@@ -90,9 +115,11 @@ def crawl(seeds: tuple[str, ...], out: Path, name: str, config_file: Path | None
     except USAGE_ERRORS as exc:
         _fail(str(exc))
     if quiet:
-        click.echo(f"{report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
-                   f"({report.pages_per_second:.1f} pages/s); {report.done_total} done, "
-                   f"{report.failed_total} failed, {report.waiting} waiting")
+        click.echo(
+            f"{report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
+            f"({report.pages_per_second:.1f} pages/s); {report.done_total} done, "
+            f"{report.failed_total} failed, {report.waiting} waiting"
+        )
     else:
         print_report(report)
     if report.outcome == "interrupted":
@@ -123,29 +150,44 @@ async def _run(crawler: Crawler, progress: Progress | None) -> CrawlReport:
         return await crawler.run()
 
 
-def _build_config(seeds: tuple[str, ...], out: Path, name: str, config_file: Path | None,
-                  flags: dict[str, Any]) -> CrawlConfig:
+def _build_config(
+    seeds: tuple[str, ...], out: Path, name: str, config_file: Path | None, flags: dict[str, Any]
+) -> CrawlConfig:
     scope = ScopeConfig(
-        mode=flags["scope_mode"], allow=flags["allow"], deny=flags["deny"],
-        max_url_length=flags["max_url_length"], max_depth=flags["max_depth"],
-        max_query_params=flags["max_query_params"], max_repeated_segments=flags["max_repeated_segments"],
-        max_meaningless_symbols=flags["max_meaningless_symbols"], page_requisites=flags["page_requisites"],
+        mode=flags["scope_mode"],
+        allow=flags["allow"],
+        deny=flags["deny"],
+        max_url_length=flags["max_url_length"],
+        max_depth=flags["max_depth"],
+        max_query_params=flags["max_query_params"],
+        max_repeated_segments=flags["max_repeated_segments"],
+        max_meaningless_symbols=flags["max_meaningless_symbols"],
+        page_requisites=flags["page_requisites"],
         follow_nofollow=flags["ignore_nofollow"],
     )
     if flags["retries"] < 0:
         raise ConfigError("--retries must be ≥ 0")
     fetch_args: dict[str, Any] = {
-        "max_size": flags["max_size"], "fetch_non_html": flags["fetch_non_html"],
-        "read_timeout": flags["timeout"], "max_attempts": flags["retries"] + 1,
+        "max_size": flags["max_size"],
+        "fetch_non_html": flags["fetch_non_html"],
+        "read_timeout": flags["timeout"],
+        "max_attempts": flags["retries"] + 1,
         "respect_robots": not flags["ignore_robots"],
     }
     if flags["user_agent"] is not None:
         fetch_args["user_agent"] = flags["user_agent"]
     settings: dict[str, Any] = {
-        "seeds": seeds, "out": out, "name": name, "scope": scope, "fetch": FetchConfig(**fetch_args),
+        "seeds": seeds,
+        "out": out,
+        "name": name,
+        "scope": scope,
+        "fetch": FetchConfig(**fetch_args),
         "politeness": PolitenessConfig(per_host=flags["per_host"], delay=flags["delay"]),
-        "concurrency": flags["concurrency"], "max_pages": flags["max_pages"], "max_time": flags["max_time"],
-        "warc_size": flags["warc_size"], "mirror": flags["mirror"],
+        "concurrency": flags["concurrency"],
+        "max_pages": flags["max_pages"],
+        "max_time": flags["max_time"],
+        "warc_size": flags["warc_size"],
+        "mirror": flags["mirror"],
     }
     if config_file is not None:
         return CrawlConfig.from_toml(config_file, **settings)
@@ -160,10 +202,12 @@ def status(directory: Path, name: str) -> None:
     try:
         conn = connect(directory / DB_NAME, readonly=True)
         crawl_id = crawl_id_of(conn, name)
-        counts = dict(conn.execute(
-            "SELECT state, COUNT(*) FROM urls WHERE crawl_id = ? GROUP BY state", (crawl_id,)).fetchall())
-        captures = conn.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM captures WHERE crawl_id = ?",
-                                (crawl_id,)).fetchone()
+        counts = dict(
+            conn.execute("SELECT state, COUNT(*) FROM urls WHERE crawl_id = ? GROUP BY state", (crawl_id,)).fetchall()
+        )
+        captures = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM captures WHERE crawl_id = ?", (crawl_id,)
+        ).fetchone()
     except USAGE_ERRORS as exc:
         _fail(str(exc))
     labels = ("waiting", "running", "done", "failed")
@@ -194,5 +238,7 @@ def export(directory: Path, fmt: str, name: str, output: Path | None) -> None:
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )

@@ -11,6 +11,7 @@ the archive thread (WARC and mirror files) and the database thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -80,20 +81,23 @@ class Crawler:
             scope = Scope(config.scope, seeds)
             for host in extra_hosts:
                 scope.add_host(host)
-            politeness = Politeness(config.politeness,
-                                    robots=None if config.fetch.respect_robots else ALLOW_ALL)
+            politeness = Politeness(config.politeness, robots=None if config.fetch.respect_robots else ALLOW_ALL)
             self.frontier = frontier = await SqliteFrontier.open(db, crawl_id, politeness)
             committed = await db.run(committed_warcs, crawl_id)
             warc = await self._on_archive_thread(
-                lambda: WarcWriter(out / "warc", prefix=config.name, max_size=config.warc_size,
-                                   software=f"webtrawl/{__version__}", committed=committed)
+                lambda: WarcWriter(
+                    out / "warc",
+                    prefix=config.name,
+                    max_size=config.warc_size,
+                    software=f"webtrawl/{__version__}",
+                    committed=committed,
+                )
             )
             mirror = Mirror(out / "mirror") if config.mirror else None
             try:
-                await frontier.add([
-                    NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed")
-                    for seed in seeds
-                ])
+                await frontier.add(
+                    [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
+                )
                 async with Fetcher(config.fetch, concurrency=config.concurrency) as fetcher:
                     handler = PageHandler(config, scope, fetcher, politeness, db, crawl_id, self.stats)
                     outcome = await self._crawl(frontier, politeness, fetcher, handler, warc, mirror)
@@ -106,8 +110,15 @@ class Crawler:
             self._archive_thread.shutdown(wait=True)
             lock.release()
 
-    async def _crawl(self, frontier: SqliteFrontier, politeness: Politeness, fetcher: Fetcher,
-                     handler: PageHandler, warc: WarcWriter, mirror: Mirror | None) -> str:
+    async def _crawl(
+        self,
+        frontier: SqliteFrontier,
+        politeness: Politeness,
+        fetcher: Fetcher,
+        handler: PageHandler,
+        warc: WarcWriter,
+        mirror: Mirror | None,
+    ) -> str:
         """Run the main loop until the crawl ends or is stopped; returns why it ended."""
         config = self.config
         results: asyncio.Queue[PageResult | None] = asyncio.Queue(maxsize=COMMIT_BATCH)
@@ -168,10 +179,8 @@ class Crawler:
                     continue
                 wakeup = frontier.next_wakeup()
                 self._wake.clear()
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=min(wakeup if wakeup else 1.0, 1.0))
-                except TimeoutError:
-                    pass
             if fetches:
                 _done, late = await asyncio.wait(fetches, timeout=STOP_GRACE)
                 for task in late:
@@ -181,9 +190,13 @@ class Crawler:
             await committer
         return outcome
 
-    async def _archive_loop(self, results: asyncio.Queue[PageResult | None],
-                            archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None],
-                            warc: WarcWriter, mirror: Mirror | None) -> None:
+    async def _archive_loop(
+        self,
+        results: asyncio.Queue[PageResult | None],
+        archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None],
+        warc: WarcWriter,
+        mirror: Mirror | None,
+    ) -> None:
         """Stage one of the commit: append each batch's records to the archive and flush them.
 
         Batches form by themselves: whatever arrived while the previous batch was written goes next, so
@@ -215,9 +228,12 @@ class Crawler:
             await archived.put((batch, checkpoint))
         await archived.put(None)
 
-    async def _commit_loop(self, frontier: SqliteFrontier,
-                           archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None],
-                           db: Database) -> None:
+    async def _commit_loop(
+        self,
+        frontier: SqliteFrontier,
+        archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None],
+        db: Database,
+    ) -> None:
         """Stage two: one database transaction per archived batch, in archive order.
 
         It overlaps with stage one writing the next batch; a crash between the two leaves records past
@@ -247,9 +263,17 @@ class Crawler:
         failures = await db.run(failure_counts, crawl_id)
         drops = await db.run(drop_counts, crawl_id)
         return CrawlReport(
-            name=self.config.name, outcome=outcome, pages=self.stats.pages, bytes=self.stats.bytes,
-            elapsed=self.stats.elapsed, done_total=counts.done, failed_total=counts.failed,
-            waiting=counts.waiting, statuses=statuses, failures=failures, drops=drops,
+            name=self.config.name,
+            outcome=outcome,
+            pages=self.stats.pages,
+            bytes=self.stats.bytes,
+            elapsed=self.stats.elapsed,
+            done_total=counts.done,
+            failed_total=counts.failed,
+            waiting=counts.waiting,
+            statuses=statuses,
+            failures=failures,
+            drops=drops,
         )
 
 

@@ -44,8 +44,16 @@ class PageResult:
 class PageHandler:
     """Turns an `Entry` into a result for the committer."""
 
-    def __init__(self, config: CrawlConfig, scope: Scope, fetcher: Fetcher, politeness: Politeness,
-                 db: Database, crawl_id: int, stats: Stats) -> None:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        scope: Scope,
+        fetcher: Fetcher,
+        politeness: Politeness,
+        db: Database,
+        crawl_id: int,
+        stats: Stats,
+    ) -> None:
         self._config = config
         self._scope = scope
         self._fetcher = fetcher
@@ -72,11 +80,22 @@ class PageHandler:
 
     async def _judge(self, entry: Entry, outcome: FetchOutcome) -> PageResult:
         capture = Capture(
-            fp=entry.fp, url=entry.url, fetched_at=outcome.started_at, status=outcome.status,
-            content_type=outcome.content_type, size=len(outcome.body), truncated=outcome.truncated,
-            redirects=entry.via, request_headers=outcome.request_headers, response_headers=outcome.headers,
-            etag=outcome.header("ETag"), last_modified=outcome.header("Last-Modified"), ip=outcome.ip,
-            ttfb=outcome.ttfb, elapsed=outcome.elapsed, error=outcome.error,
+            fp=entry.fp,
+            url=entry.url,
+            fetched_at=outcome.started_at,
+            status=outcome.status,
+            content_type=outcome.content_type,
+            size=len(outcome.body),
+            truncated=outcome.truncated,
+            redirects=entry.via,
+            request_headers=outcome.request_headers,
+            response_headers=outcome.headers,
+            etag=outcome.header("ETag"),
+            last_modified=outcome.header("Last-Modified"),
+            ip=outcome.ip,
+            ttfb=outcome.ttfb,
+            elapsed=outcome.elapsed,
+            error=outcome.error,
         )
         archived = outcome if outcome.status is not None else None
         status = outcome.status
@@ -103,9 +122,12 @@ class PageHandler:
         """Retry later with exponential backoff and jitter while the attempt and wait budgets last."""
         fetch = self._config.fetch
         attempt = entry.attempts + 1
-        waited = fetch.backoff * (2 ** entry.attempts - 1)
-        wait = outcome.retry_after if outcome.retry_after is not None else (
-            fetch.backoff * 2 ** entry.attempts * random.uniform(0.75, 1.25))
+        waited = fetch.backoff * (2**entry.attempts - 1)
+        wait = (
+            outcome.retry_after
+            if outcome.retry_after is not None
+            else (fetch.backoff * 2**entry.attempts * random.uniform(0.75, 1.25))
+        )
         if attempt >= fetch.max_attempts or waited + wait > fetch.max_retry_wait:
             return Completion(entry=entry, verdict="failed", reason=f"{reason} (after {attempt} attempts)")
         return Completion(entry=entry, verdict="retry", reason=reason, not_before=time.time() + wait)
@@ -114,8 +136,12 @@ class PageHandler:
         config = self._config
         body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), config.fetch.max_size)
         text = to_text(body, sniff_charset(body, outcome.header("Content-Type")))
-        page = parse_html(text, entry.url, requisites=config.scope.page_requisites,
-                          follow_nofollow=config.scope.follow_nofollow)
+        page = parse_html(
+            text,
+            entry.url,
+            requisites=config.scope.page_requisites,
+            follow_nofollow=config.scope.follow_nofollow,
+        )
         return body, page
 
     def _add_links(self, entry: Entry, page: ParsedPage, completion: Completion) -> None:
@@ -125,13 +151,23 @@ class PageHandler:
             # Requisites are judged at the page's own depth: a page at the depth limit still displays.
             reason = check(link.url, entry.depth if link.kind == "requisite" else depth)
             if reason is None:
-                children.append(NewURL(url=link.url, fp=fingerprint(link.url), host=origin(link.url),
-                                       depth=depth, kind=link.kind, referrer_fp=entry.fp))
+                children.append(
+                    NewURL(
+                        url=link.url,
+                        fp=fingerprint(link.url),
+                        host=origin(link.url),
+                        depth=depth,
+                        kind=link.kind,
+                        referrer_fp=entry.fp,
+                    )
+                )
             else:
                 drops.append((link.url, reason))
 
     def _follow_redirect(self, entry: Entry, outcome: FetchOutcome, completion: Completion) -> str | None:
         """A redirect target joins the frontier at the same depth, so it gets politeness, robots and dedup.
+
+        A hop that closes a loop or exceeds the chain limit fails the URL, as it would fail a browser.
 
         Returns a host the scope gained because a seed redirected to it (to be remembered for resumes).
         """
@@ -147,10 +183,11 @@ class PageHandler:
         completion.capture.location = target
         chain = (*entry.via, entry.url)
         if target in chain:
-            completion.drops.append((target, "redirect-loop"))
+            completion.verdict, completion.reason = "failed", "redirect loop"
             return None
         if len(chain) > self._config.fetch.max_redirects:
-            completion.drops.append((target, "too-many-redirects"))
+            completion.verdict = "failed"
+            completion.reason = f"too many redirects (more than {self._config.fetch.max_redirects})"
             return None
         new_host = None
         if entry.depth == 0 and host_key(target) not in self._scope.hosts:
@@ -160,7 +197,15 @@ class PageHandler:
         if reason is not None:
             completion.drops.append((target, reason))
         else:
-            completion.children.append(NewURL(url=target, fp=fingerprint(target), host=origin(target),
-                                              depth=entry.depth, kind="redirect", referrer_fp=entry.fp,
-                                              via=chain))
+            completion.children.append(
+                NewURL(
+                    url=target,
+                    fp=fingerprint(target),
+                    host=origin(target),
+                    depth=entry.depth,
+                    kind="redirect",
+                    referrer_fp=entry.fp,
+                    via=chain,
+                )
+            )
         return new_host

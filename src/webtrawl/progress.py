@@ -50,8 +50,9 @@ class Progress:
         self._task = asyncio.create_task(self._show())
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -81,9 +82,11 @@ class Progress:
     def _line(self) -> str:
         stats, counts = self._crawler.stats, self._counts
         pages_s, _bytes_s = stats.rates()
-        return (f"[{_duration(stats.elapsed)}] {stats.pages} pages ({pages_s:.1f}/s), {_size(stats.bytes)}, "
-                f"{stats.fetching} in flight, {counts.waiting} waiting, {counts.done} done, "
-                f"{counts.failed} failed, {stats.errors} errors")
+        return (
+            f"[{_duration(stats.elapsed)}] {stats.pages} pages ({pages_s:.1f}/s), {_size(stats.bytes)}, "
+            f"{stats.fetching} in flight, {counts.waiting} waiting, {counts.done} done, "
+            f"{counts.failed} failed, {stats.errors} errors"
+        )
 
     def _table(self) -> Group:
         stats, counts = self._crawler.stats, self._counts
@@ -117,8 +120,11 @@ def print_report(report: CrawlReport, console: Console | None = None) -> None:
     summary.add_row("failed (whole crawl)", f"{report.failed_total:,}")
     summary.add_row("still waiting", f"{report.waiting:,}")
     console.print(summary)
-    for title, counts in (("by status", report.statuses), ("failed by reason", report.failures),
-                          ("dropped by reason", report.drops)):
+    for title, counts in (
+        ("by status", report.statuses),
+        ("failed by reason", report.failures),
+        ("dropped by reason", report.drops),
+    ):
         if counts:
             table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2))
             for key, value in counts.items():

@@ -54,9 +54,7 @@ class Scope:
         self._max_symbols = config.max_meaningless_symbols
         self._deny = tuple(re.compile(pattern) for pattern in config.deny)
         self._allow = tuple(re.compile(pattern) for pattern in config.allow)
-        self._binary = (
-            BINARY_EXTENSIONS - REQUISITE_EXTENSIONS if config.page_requisites else BINARY_EXTENSIONS
-        )
+        self._binary = BINARY_EXTENSIONS - REQUISITE_EXTENSIONS if config.page_requisites else BINARY_EXTENSIONS
         self._hosts: set[str] = set()
         self._domains: set[str] = set()
         self._prefixes: dict[str, tuple[str, ...]] = {}

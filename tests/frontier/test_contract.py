@@ -56,16 +56,29 @@ def url(path: str, host: str = "a.test", depth: int = 1, kind: str = "link") -> 
 
 
 def done(entry: Entry, *children: NewURL, capture: bool = False) -> Completion:
-    cap = Capture(fp=entry.fp, url=entry.url, fetched_at=time.time(), status=200, content_type="text/html",
-                  size=10, title=f"title of {entry.url}", text="hello zebra") if capture else None
+    cap = (
+        Capture(
+            fp=entry.fp,
+            url=entry.url,
+            fetched_at=time.time(),
+            status=200,
+            content_type="text/html",
+            size=10,
+            title=f"title of {entry.url}",
+            text="hello zebra",
+        )
+        if capture
+        else None
+    )
     return Completion(entry=entry, verdict="done", children=list(children), capture=cap)
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path):
     def make(per_host: int = 10, delay: float = 0.0, robots_known: bool = True):
-        politeness = Politeness(PolitenessConfig(per_host=per_host, delay=delay),
-                                robots=ALLOW_ALL if robots_known else None)
+        politeness = Politeness(
+            PolitenessConfig(per_host=per_host, delay=delay), robots=ALLOW_ALL if robots_known else None
+        )
         return BACKENDS[request.param](tmp_path, politeness), politeness
 
     return make
@@ -81,7 +94,10 @@ async def test_add_ignores_seen_urls(backend) -> None:
         assert await frontier.add([url("/a"), url("/b")]) == 2
         assert await frontier.add([url("/a"), url("/c")]) == 1
         assert sorted(e.url for e in await claim_all(frontier)) == [
-            "http://a.test/a", "http://a.test/b", "http://a.test/c"]
+            "http://a.test/a",
+            "http://a.test/b",
+            "http://a.test/c",
+        ]
 
 
 async def test_waiting_url_takes_the_smaller_depth(backend) -> None:
@@ -120,7 +136,7 @@ async def test_across_hosts_lowest_ready_depth_first(backend) -> None:
 
 
 async def test_claim_respects_per_host_slots_and_hands_out_each_url_once(backend) -> None:
-    ctx, politeness = backend(per_host=2)
+    ctx, _ = backend(per_host=2)
     async with ctx as (frontier, _reopen):
         await frontier.add([url(f"/{i}") for i in range(5)] + [url("/z", host="b.test")])
         first = await frontier.claim(10)

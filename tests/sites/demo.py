@@ -36,16 +36,29 @@ def main() -> int:
     server = holder[0]
     print(f"demo site: {server.url} ({len(server.site.pages)} pages and an endless calendar trap)")
     command = [
-        sys.executable, "-m", "webtrawl", "crawl", server.url, "--out", OUT,
-        "--max-depth", str(server.site.deepest), "--per-host", "4", "--delay", "0.01",
+        sys.executable,
+        "-m",
+        "webtrawl",
+        "crawl",
+        server.url,
+        "--out",
+        OUT,
+        "--max-depth",
+        str(server.site.deepest),
+        "--per-host",
+        "4",
+        "--delay",
+        "0.01",
     ]
     print("$ webtrawl " + " ".join(command[3:]), flush=True)
     try:
         code = subprocess.call(command)
     except KeyboardInterrupt:
         code = 130
-    print(f"\nthe crawl is in {OUT}/: try  .venv/bin/webtrawl status {OUT}  or  "
-          f".venv/bin/webtrawl export {OUT} --format csv")
+    print(
+        f"\nthe crawl is in {OUT}/: try  .venv/bin/webtrawl status {OUT}  or  "
+        f".venv/bin/webtrawl export {OUT} --format csv"
+    )
     stop.set()
     thread.join(5)
     return code

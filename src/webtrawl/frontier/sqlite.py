@@ -74,13 +74,20 @@ class SqliteFrontier:
             self._host_ids[host] = host_id
             self._host_names[host_id] = host
         waiting = "FROM urls WHERE crawl_id = ? AND state = 0"
-        heads = dict(conn.execute(f"SELECT host_id, MIN(depth) {waiting} AND not_before <= ? GROUP BY host_id",
-                                  (crawl, now)).fetchall())
-        retries = dict(conn.execute(f"SELECT host_id, MIN(not_before) {waiting} AND not_before > ? "
-                                    "GROUP BY host_id", (crawl, now)).fetchall())
+        heads = dict(
+            conn.execute(
+                f"SELECT host_id, MIN(depth) {waiting} AND not_before <= ? GROUP BY host_id", (crawl, now)
+            ).fetchall()
+        )
+        retries = dict(
+            conn.execute(
+                f"SELECT host_id, MIN(not_before) {waiting} AND not_before > ? GROUP BY host_id", (crawl, now)
+            ).fetchall()
+        )
         (done,) = conn.execute("SELECT COUNT(*) FROM urls WHERE crawl_id = ? AND state = 2", (crawl,)).fetchone()
-        (seq,) = conn.execute("SELECT MAX(MAX(added_seq), COALESCE(MAX(claim_seq), 0)) FROM urls "
-                              "WHERE crawl_id = ?", (crawl,)).fetchone()
+        (seq,) = conn.execute(
+            "SELECT MAX(MAX(added_seq), COALESCE(MAX(claim_seq), 0)) FROM urls WHERE crawl_id = ?", (crawl,)
+        ).fetchone()
         return heads, retries, done, seq or 0
 
     # -- adding -----------------------------------------------------------------------------------
@@ -91,16 +98,22 @@ class SqliteFrontier:
         self._raise_heads(changed)
         return len(changed)
 
-    def _add_in_transaction(self, conn: sqlite3.Connection, urls: Sequence[NewURL], seq: int,
-                            now: float) -> list[Row]:
+    def _add_in_transaction(self, conn: sqlite3.Connection, urls: Sequence[NewURL], seq: int, now: float) -> list[Row]:
         with transaction(conn):
             return self._insert_urls(conn, urls, seq, now)
 
     def _insert_urls(self, conn: sqlite3.Connection, urls: Iterable[NewURL], seq: int, now: float) -> list[Row]:
         """Insert new URLs, lower the depth of waiting ones found closer; return (host_id, depth) of both."""
         rows = [
-            (u.fp, u.url, self._host_id(conn, u.host), u.depth, u.kind, u.referrer_fp,
-             json.dumps(u.via) if u.via else None)
+            (
+                u.fp,
+                u.url,
+                self._host_id(conn, u.host),
+                u.depth,
+                u.kind,
+                u.referrer_fp,
+                json.dumps(u.via) if u.via else None,
+            )
             for u in urls
         ]
         if not rows:
@@ -176,7 +189,9 @@ class SqliteFrontier:
         self._seq += 1
         claimed = self._claimed
         entries, heads = await self._db.run(
-            self._claim_rows, [(host_id, take, frozenset(claimed.get(host_id, ()))) for host_id, take in plan], now
+            self._claim_rows,
+            [(host_id, take, frozenset(claimed.get(host_id, ()))) for host_id, take in plan],
+            now,
         )
         seq = self._seq
         for entry in entries:
@@ -188,13 +203,15 @@ class SqliteFrontier:
                 self._heads.pop(host_id, None)
             else:
                 self._heads[host_id] = head
+        mono = time.monotonic()  # the requests start now, not when the claim began
         for entry in entries:
             politeness.reserve(entry.host, mono)
         self._running += len(entries)
         return entries
 
-    def _claim_rows(self, conn: sqlite3.Connection, plan: list[tuple[int, int, frozenset[int]]],
-                    now: float) -> tuple[list[Entry], dict[int, int | None]]:
+    def _claim_rows(
+        self, conn: sqlite3.Connection, plan: list[tuple[int, int, frozenset[int]]], now: float
+    ) -> tuple[list[Entry], dict[int, int | None]]:
         """Read each host's first waiting URLs, skipping those handed out already; no write happens here.
 
         The hand-out is recorded (state running, `claim_seq`) in the next completion's transaction: a
@@ -205,7 +222,8 @@ class SqliteFrontier:
         heads: dict[int, int | None] = {}
         for host_id, take, claimed in plan:
             rows = [
-                row for row in conn.execute(
+                row
+                for row in conn.execute(
                     "SELECT url, fp, depth, kind, referrer_fp, attempts, via FROM urls "
                     "WHERE host_id = ? AND state = 0 AND not_before <= ? ORDER BY depth, id LIMIT ?",
                     (host_id, now, take + 1 + len(claimed)),
@@ -215,8 +233,16 @@ class SqliteFrontier:
             heads[host_id] = rows[take][2] if len(rows) > take else None
             host = self._host_names[host_id]
             entries.extend(
-                Entry(url=url, fp=fp, host=host, depth=depth, kind=kind, referrer_fp=referrer,
-                      attempts=attempts, via=tuple(json.loads(via)) if via else ())
+                Entry(
+                    url=url,
+                    fp=fp,
+                    host=host,
+                    depth=depth,
+                    kind=kind,
+                    referrer_fp=referrer,
+                    attempts=attempts,
+                    via=tuple(json.loads(via)) if via else (),
+                )
                 for url, fp, depth, kind, referrer, attempts, via in rows[:take]
             )
         return entries, heads
@@ -238,8 +264,8 @@ class SqliteFrontier:
         later: list[Row] = []
         for host_id in host_ids:
             for depth, not_before in conn.execute(
-                "SELECT MIN(depth), MIN(not_before) FROM urls WHERE host_id = ? AND state = 0 "
-                "GROUP BY not_before <= ?", (host_id, now),
+                "SELECT MIN(depth), MIN(not_before) FROM urls WHERE host_id = ? AND state = 0 GROUP BY not_before <= ?",
+                (host_id, now),
             ):
                 if not_before <= now:
                     heads.append((host_id, depth))
@@ -269,9 +295,16 @@ class SqliteFrontier:
                 self._done += 1
         self._running -= len(batch)
 
-    def _complete_rows(self, conn: sqlite3.Connection, batch: Sequence[Completion], fresh: list[NewURL],
-                       claims: list[tuple[int, float, int]], checkpoint: Mapping[str, int], seq: int,
-                       now: float) -> list[Row]:
+    def _complete_rows(
+        self,
+        conn: sqlite3.Connection,
+        batch: Sequence[Completion],
+        fresh: list[NewURL],
+        claims: list[tuple[int, float, int]],
+        checkpoint: Mapping[str, int],
+        seq: int,
+        now: float,
+    ) -> list[Row]:
         crawl = self._crawl
         with transaction(conn):
             conn.executemany(
@@ -287,13 +320,18 @@ class SqliteFrontier:
             conn.executemany(
                 "UPDATE urls SET state = ?, reason = ?, not_before = ?, attempts = attempts + 1, updated_at = ? "
                 "WHERE crawl_id = ? AND fp = ?",
-                [(_STATE[item.verdict], item.reason, item.not_before or 0.0, now, crawl, item.entry.fp)
-                 for item in batch],
+                [
+                    (_STATE[item.verdict], item.reason, item.not_before or 0.0, now, crawl, item.entry.fp)
+                    for item in batch
+                ],
             )
             conn.executemany(
                 "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) VALUES (?, ?, ?, ?, ?)",
-                [(crawl, fingerprint(url), url[:MAX_STORED_URL], reason, item.entry.fp)
-                 for item in batch for url, reason in item.drops],
+                [
+                    (crawl, fingerprint(url), url[:MAX_STORED_URL], reason, item.entry.fp)
+                    for item in batch
+                    for url, reason in item.drops
+                ],
             )
             conn.executemany(
                 "INSERT INTO warc_files(crawl_id, name, committed_end) VALUES (?, ?, ?) "
@@ -317,10 +355,12 @@ class SqliteFrontier:
             "SELECT state, COUNT(*) FROM urls WHERE crawl_id = ? GROUP BY state", (self._crawl,)
         ):
             setattr(counts, State(state).name.lower(), count)
-        counts.waiting_by_depth = dict(conn.execute(
-            "SELECT depth, COUNT(*) FROM urls WHERE crawl_id = ? AND state = 0 GROUP BY depth ORDER BY depth",
-            (self._crawl,),
-        ).fetchall())
+        counts.waiting_by_depth = dict(
+            conn.execute(
+                "SELECT depth, COUNT(*) FROM urls WHERE crawl_id = ? AND state = 0 GROUP BY depth ORDER BY depth",
+                (self._crawl,),
+            ).fetchall()
+        )
         return counts
 
     def done_count(self) -> int:

@@ -47,9 +47,7 @@ _SRCSET = re.compile(r"[\s,]*([^\s,]\S*)(?:(?<=,)|[^,(]*(?:\([^)]*\)?[^,(]*)*,?)
 _CSS_URL = re.compile(
     r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^\s'")]+))\s*\)|@import\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE
 )
-_REFRESH = re.compile(
-    r"\s*(?:\d[\d.]*|\.[\d.]*)(?=[\s;,]|$)\s*[;,]?\s*(?:url\s*=\s*)?(.*)", re.IGNORECASE | re.DOTALL
-)
+_REFRESH = re.compile(r"\s*(?:\d[\d.]*|\.[\d.]*)(?=[\s;,]|$)\s*[;,]?\s*(?:url\s*=\s*)?(.*)", re.IGNORECASE | re.DOTALL)
 _ROBOTS_SPLIT = re.compile(r"[\s,]+")
 
 

@@ -58,9 +58,7 @@ def add_extra_host(conn: sqlite3.Connection, crawl_id: int, host: str) -> None:
 
 
 def committed_warcs(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
-    return dict(conn.execute(
-        "SELECT name, committed_end FROM warc_files WHERE crawl_id = ?", (crawl_id,)
-    ).fetchall())
+    return dict(conn.execute("SELECT name, committed_end FROM warc_files WHERE crawl_id = ?", (crawl_id,)).fetchall())
 
 
 def crawl_id_of(conn: sqlite3.Connection, name: str) -> int:

@@ -116,9 +116,7 @@ class Database:
         self._conn = await self._submit(connect, self.path)
         return self
 
-    async def run(
-        self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs
-    ) -> T:
+    async def run(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run `fn(conn, *args)` on the writer thread; sqlite errors come back as StoreError."""
         conn = self._conn
         if conn is None:

@@ -148,9 +148,7 @@ def _surt_key(url: str) -> str:
 def _cdxj(conn: sqlite3.Connection, crawl_id: int, out: TextIO) -> int:
     conn.create_function("webtrawl_surt", 1, _surt_key, deterministic=True)
     count = 0
-    for key, fetched_at, url, mime, status, digest, length, offset, filename in conn.execute(
-        _CDXJ_ROWS, (crawl_id,)
-    ):
+    for key, fetched_at, url, mime, status, digest, length, offset, filename in conn.execute(_CDXJ_ROWS, (crawl_id,)):
         fields = {
             "url": url,
             "mime": mime or "-",

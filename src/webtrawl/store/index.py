@@ -26,13 +26,28 @@ def capture_row(capture: Capture) -> tuple[Any, ...]:
     """The column values of one capture, in `_COLUMNS` order."""
     warc = capture.warc
     return (
-        capture.fp, capture.url, capture.fetched_at, capture.status, capture.content_type, capture.size,
-        capture.truncated, capture.title, capture.text, capture.location,
+        capture.fp,
+        capture.url,
+        capture.fetched_at,
+        capture.status,
+        capture.content_type,
+        capture.size,
+        capture.truncated,
+        capture.title,
+        capture.text,
+        capture.location,
         json.dumps(capture.redirects) if capture.redirects else None,
-        json.dumps(capture.request_headers), json.dumps(capture.response_headers),
-        capture.etag, capture.last_modified, warc.payload_digest if warc else None, capture.ip,
-        capture.ttfb, capture.elapsed,
-        warc.file if warc else None, warc.offset if warc else None, warc.length if warc else None,
+        json.dumps(capture.request_headers),
+        json.dumps(capture.response_headers),
+        capture.etag,
+        capture.last_modified,
+        warc.payload_digest if warc else None,
+        capture.ip,
+        capture.ttfb,
+        capture.elapsed,
+        warc.file if warc else None,
+        warc.offset if warc else None,
+        warc.length if warc else None,
         capture.error,
     )
 
@@ -71,24 +86,32 @@ def index_text(conn: sqlite3.Connection, *, limit: int = INDEX_CHUNK) -> int:
 
 def drop_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
     """Dropped URLs counted by reason, leaving out those the crawl accepted later by a shorter path."""
-    return dict(conn.execute(
-        "SELECT reason, COUNT(*) FROM dropped d WHERE crawl_id = ? AND NOT EXISTS "
-        "(SELECT 1 FROM urls u WHERE u.crawl_id = d.crawl_id AND u.fp = d.fp) "
-        "GROUP BY reason ORDER BY COUNT(*) DESC", (crawl_id,)
-    ).fetchall())
+    return dict(
+        conn.execute(
+            "SELECT reason, COUNT(*) FROM dropped d WHERE crawl_id = ? AND NOT EXISTS "
+            "(SELECT 1 FROM urls u WHERE u.crawl_id = d.crawl_id AND u.fp = d.fp) "
+            "GROUP BY reason ORDER BY COUNT(*) DESC",
+            (crawl_id,),
+        ).fetchall()
+    )
 
 
 def failure_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
     """Failed URLs counted by reason."""
-    return dict(conn.execute(
-        "SELECT reason, COUNT(*) FROM urls WHERE crawl_id = ? AND state = 3 GROUP BY reason "
-        "ORDER BY COUNT(*) DESC", (crawl_id,)
-    ).fetchall())
+    return dict(
+        conn.execute(
+            "SELECT reason, COUNT(*) FROM urls WHERE crawl_id = ? AND state = 3 GROUP BY reason ORDER BY COUNT(*) DESC",
+            (crawl_id,),
+        ).fetchall()
+    )
 
 
 def status_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[int, int]:
     """Captures counted by HTTP status (every fetch, retries included)."""
-    return dict(conn.execute(
-        "SELECT status, COUNT(*) FROM captures WHERE crawl_id = ? AND status IS NOT NULL "
-        "GROUP BY status ORDER BY status", (crawl_id,)
-    ).fetchall())
+    return dict(
+        conn.execute(
+            "SELECT status, COUNT(*) FROM captures WHERE crawl_id = ? AND status IS NOT NULL "
+            "GROUP BY status ORDER BY status",
+            (crawl_id,),
+        ).fetchall()
+    )

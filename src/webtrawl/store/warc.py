@@ -90,9 +90,7 @@ def _header_lines(headers: list[tuple[str, str]]) -> list[str]:
     new name the header still says how the body travelled. Content-Encoding is kept: the body is stored
     compressed, exactly as the server sent it.
     """
-    return [
-        f"{_TE_RENAMED if name.lower() == 'transfer-encoding' else name}: {value}" for name, value in headers
-    ]
+    return [f"{_TE_RENAMED if name.lower() == 'transfer-encoding' else name}: {value}" for name, value in headers]
 
 
 def _request_target(url: str) -> str:
