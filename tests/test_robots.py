@@ -357,3 +357,23 @@ def test_rules_are_immutable() -> None:
     with pytest.raises(AttributeError):
         rules.unreachable = True  # type: ignore[misc]
     assert isinstance(rules, RobotsRules)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["noindex"], {"noindex"}),
+        (["noindex, nofollow"], {"noindex", "nofollow"}),
+        (["NONE"], {"noindex", "nofollow"}),
+        (["googlebot: noindex"], set()),
+        (["webtrawl: nofollow"], {"nofollow"}),
+        (["unavailable_after: 25 Jun 2010 15:00:00 PST"], {"unavailable_after: 25 jun 2010 15:00:00 pst"}),
+        (["max-snippet: 20, noindex"], {"max-snippet: 20", "noindex"}),
+        (["googlebot: noindex", "nofollow"], {"nofollow"}),
+        ([], set()),
+    ],
+)
+def test_x_robots_tag_directives(values: list[str], expected: set[str]) -> None:
+    from webtrawl.fetch.robots import tag_directives
+
+    assert tag_directives(values, "webtrawl/0.1 (+https://example.org/)") == expected

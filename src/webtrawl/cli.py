@@ -51,6 +51,11 @@ def main() -> None:
 @click.option("--concurrency", type=int, default=32, show_default=True, help="Fetches in flight.")
 @click.option("--per-host", type=int, default=2, show_default=True, help="Fetches in flight per host.")
 @click.option("--delay", type=float, default=0.5, show_default=True, help="Seconds between request starts on one host.")
+@click.option("--adaptive", is_flag=True, help="Each host's delay follows its response times; 429/503 back it off.")
+@click.option("--min-delay", type=float, default=0.0, show_default=True, help="Smallest delay with --adaptive.")
+@click.option("--max-delay", type=float, default=60.0, show_default=True, help="Largest delay with --adaptive.")
+@click.option("--max-crawl-delay", type=float, default=30.0, show_default=True,
+              help="robots.txt Crawl-delay is obeyed up to this many seconds.")
 @click.option(
     "--scope",
     "scope_mode",
@@ -182,7 +187,10 @@ def _build_config(
         "name": name,
         "scope": scope,
         "fetch": FetchConfig(**fetch_args),
-        "politeness": PolitenessConfig(per_host=flags["per_host"], delay=flags["delay"]),
+        "politeness": PolitenessConfig(
+            per_host=flags["per_host"], delay=flags["delay"], adaptive=flags["adaptive"], min_delay=flags["min_delay"],
+            max_delay=flags["max_delay"], max_crawl_delay=flags["max_crawl_delay"],
+        ),
         "concurrency": flags["concurrency"],
         "max_pages": flags["max_pages"],
         "max_time": flags["max_time"],

@@ -206,11 +206,26 @@ class PolitenessConfig:
     delay: float = 0.5
     """Seconds between the starts of two requests to one host (robots.txt Crawl-delay can raise it)."""
     max_crawl_delay: float = 30.0
+    """robots.txt Crawl-delay is obeyed up to this many seconds."""
+    adaptive: bool = False
+    """Let each host's delay follow its response times and back off on 429/503 and errors."""
+    min_delay: float = 0.0
+    max_delay: float = 60.0
+    adaptive_factor: float = 2.0
+    """With `adaptive`, the delay tends to this multiple of the host's last response time."""
+    robots_ttl: float = 24 * 3600.0
+    """Seconds robots.txt rules are trusted before they are fetched again."""
 
     def __post_init__(self) -> None:
         _positive("per-host", self.per_host)
         _positive("delay", self.delay, allow_zero=True)
         _positive("max-crawl-delay", self.max_crawl_delay, allow_zero=True)
+        _positive("min-delay", self.min_delay, allow_zero=True)
+        _positive("max-delay", self.max_delay, allow_zero=True)
+        _positive("adaptive-factor", self.adaptive_factor)
+        _positive("robots-ttl", self.robots_ttl)
+        if self.min_delay > self.max_delay:
+            raise ConfigError(f"min-delay ({self.min_delay}) must not exceed max-delay ({self.max_delay})")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -81,7 +81,12 @@ class Crawler:
             scope = Scope(config.scope, seeds)
             for host in extra_hosts:
                 scope.add_host(host)
-            politeness = Politeness(config.politeness, robots=None if config.fetch.respect_robots else ALLOW_ALL)
+            politeness = Politeness(
+                config.politeness,
+                robots=None if config.fetch.respect_robots else ALLOW_ALL,
+                robots_attempts=config.fetch.max_attempts,
+                backoff=config.fetch.backoff,
+            )
             self.frontier = frontier = await SqliteFrontier.open(db, crawl_id, politeness)
             committed = await db.run(committed_warcs, crawl_id)
             warc = await self._on_archive_thread(

@@ -15,6 +15,7 @@ from .config import CrawlConfig
 from .errors import InvalidURL
 from .fetch.fetcher import Fetcher
 from .fetch.politeness import Politeness
+from .fetch.robots import tag_directives
 from .models import Capture, Completion, Entry, FetchOutcome, NewURL, ParsedPage
 from .parse.decode import decompress, sniff_charset, to_text
 from .parse.html import parse_html
@@ -67,11 +68,17 @@ class PageHandler:
             rules = self._politeness.rules(entry.host)
             if rules is not None and not rules.allowed(entry.url):
                 self._politeness.cancel(entry.host)
-                return PageResult(Completion(entry=entry, verdict="failed", reason="blocked by robots.txt"))
+                reason = "robots.txt unreachable" if rules.unreachable else "blocked by robots.txt"
+                return PageResult(Completion(entry=entry, verdict="failed", reason=reason))
+            outcome = None
             try:
                 outcome = await self._fetcher.fetch(entry.url, any_type=entry.kind == "requisite")
             finally:
-                self._politeness.release(entry.host)
+                self._politeness.release(
+                    entry.host,
+                    elapsed=outcome.elapsed if outcome else None,
+                    overloaded=outcome is not None and (outcome.status is None or outcome.status in (429, 503)),
+                )
             self._stats.record(outcome.status, len(outcome.body), outcome.error)
             return await self._judge(entry, outcome)
         except Exception as exc:  # one URL's bug must not stop the crawl
@@ -114,9 +121,22 @@ class PageHandler:
             completion.verdict, completion.reason = "failed", f"HTTP {status}"
         elif outcome.content_type in HTML_TYPES and outcome.body:
             decoded, page = self._parse(entry, outcome)
+            self._apply_robots_tag(outcome, page)
             capture.title, capture.text = page.title, page.text
             self._add_links(entry, page, completion)
         return PageResult(completion, archived, decoded if self._config.mirror else None)
+
+    def _apply_robots_tag(self, outcome: FetchOutcome, page: ParsedPage) -> None:
+        """`X-Robots-Tag` response headers count as `<meta name=robots>` does."""
+        values = [value for name, value in outcome.headers if name.lower() == "x-robots-tag"]
+        if not values:
+            return
+        directives = tag_directives(values, self._config.fetch.user_agent)
+        if "noindex" in directives:
+            page.noindex, page.text = True, ""
+        if "nofollow" in directives and not self._config.scope.follow_nofollow:
+            page.nofollow = True
+            page.links = [link for link in page.links if link.kind == "requisite"]
 
     def _retry_or_fail(self, entry: Entry, outcome: FetchOutcome, reason: str) -> Completion:
         """Retry later with exponential backoff and jitter while the attempt and wait budgets last."""

@@ -4,15 +4,29 @@ The frontier asks `free_slots` when it hands URLs out, so a host that is busy, d
 for its robots.txt is simply skipped and never holds a fetch slot another host could use. The crawler
 calls `reserve` for every URL it is given, `release` when the response is read, and `cancel` for a URL
 it dropped without a request (robots.txt said no), which gives the slot and the delay back.
+
+robots.txt follows Google's rules: an unreachable one (5xx, network error) means "disallow everything
+for now", so the host waits and robots.txt is asked again with backoff; when the retry budget is spent the
+rules stay "unreachable" and the host's URLs fail with that reason, so the crawl still ends. Rules expire
+(`robots_ttl`) and are fetched again, the old ones applying meanwhile.
+
+State is bounded: beyond `max_hosts`, idle hosts least recently used are forgotten (their robots.txt is
+fetched again if they come back), so a crawl of many hosts does not grow without limit.
 """
 
 from __future__ import annotations
 
+import random
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import islice
 
 from ..config import PolitenessConfig
 from .robots import RobotsRules
+
+MAX_HOSTS = 50_000
+"""Hosts whose state is kept in memory; idle ones beyond this are forgotten, least recently used first."""
 
 
 @dataclass(slots=True)
@@ -26,31 +40,62 @@ class HostSlot:
     previous_start: float = 0.0
     rules: RobotsRules | None = None
     """robots.txt rules; None until fetched (the host is not ready before)."""
+    rules_until: float = float("inf")
+    """Monotonic time the rules expire."""
+    robots_attempts: int = 0
+    robots_after: float = 0.0
+    """Monotonic time before which robots.txt is not asked again (after an unreachable one)."""
 
 
 class Politeness:
-    """The politeness state of every host of the crawl (in memory: it is cheap to rebuild)."""
+    """The politeness state of the crawl's hosts (in memory: it is cheap to rebuild)."""
 
-    def __init__(self, config: PolitenessConfig, *, robots: RobotsRules | None = None) -> None:
-        """`robots`, when given, applies to every host without fetching robots.txt (--ignore-robots)."""
+    def __init__(
+        self,
+        config: PolitenessConfig,
+        *,
+        robots: RobotsRules | None = None,
+        robots_attempts: int = 4,
+        backoff: float = 1.0,
+        max_hosts: int = MAX_HOSTS,
+    ) -> None:
+        """`robots`, when given, applies to every host without fetching robots.txt (--ignore-robots).
+
+        `robots_attempts` and `backoff` bound how often an unreachable robots.txt is asked again.
+        """
         self._config = config
         self._fixed_rules = robots
-        self._hosts: dict[str, HostSlot] = {}
+        self._robots_attempts = robots_attempts
+        self._backoff = backoff
+        self._max_hosts = max_hosts
+        self._hosts: OrderedDict[str, HostSlot] = OrderedDict()
         self.robots_wanted: set[str] = set()
-        """Hosts with URLs waiting whose robots.txt is not known yet: the crawler fetches it."""
+        """Hosts with URLs waiting whose robots.txt is wanted now: the crawler fetches it."""
 
     def _slot(self, host: str) -> HostSlot:
         slot = self._hosts.get(host)
         if slot is None:
             slot = self._hosts[host] = HostSlot(delay=self._config.delay, rules=self._fixed_rules)
+            if len(self._hosts) > self._max_hosts:
+                self._forget_idle()
         return slot
+
+    def _forget_idle(self) -> None:
+        excess = len(self._hosts) - self._max_hosts
+        for host in list(islice(self._hosts, 2 * excess)):  # the least recently used come first
+            if excess and self._hosts[host].active == 0 and host not in self.robots_wanted:
+                del self._hosts[host]
+                excess -= 1
 
     def free_slots(self, host: str, now: float) -> int:
         """How many URLs of `host` may start now; a host without robots.txt rules is asked for them."""
         slot = self._slot(host)
-        if slot.rules is None:
-            self.robots_wanted.add(host)
-            return 0
+        self._hosts.move_to_end(host)
+        if slot.rules is None or now >= slot.rules_until:
+            if now >= slot.robots_after:
+                self.robots_wanted.add(host)
+            if slot.rules is None:
+                return 0
         if now < slot.next_start:
             return 0
         free = self._config.per_host - slot.active
@@ -61,7 +106,8 @@ class Politeness:
 
     def next_start(self, host: str) -> float:
         """Monotonic time at which `host` may next start a request (if it has a free slot then)."""
-        return self._slot(host).next_start
+        slot = self._slot(host)
+        return slot.next_start if slot.rules is not None else max(slot.next_start, slot.robots_after)
 
     def reserve(self, host: str, now: float | None = None) -> None:
         slot = self._slot(host)
@@ -70,8 +116,19 @@ class Politeness:
         slot.previous_start = slot.next_start
         slot.next_start = now + slot.delay
 
-    def release(self, host: str) -> None:
-        self._slot(host).active -= 1
+    def release(self, host: str, *, elapsed: float | None = None, overloaded: bool = False) -> None:
+        """A request to `host` ended; with adaptive delays its duration and status steer the next delay."""
+        slot = self._slot(host)
+        slot.active -= 1
+        config = self._config
+        if not config.adaptive or elapsed is None:
+            return
+        floor = self._floor(slot)
+        if overloaded:  # 429, 503, errors: at least double, and at least a second
+            delay = max(slot.delay * 2, floor, 1.0)
+        else:  # follow the server's pace smoothly: a slow answer asks for a longer pause
+            delay = max(floor, 0.7 * slot.delay + 0.3 * elapsed * config.adaptive_factor)
+        slot.delay = min(config.max_delay, delay)
 
     def cancel(self, host: str) -> None:
         """Undo a `reserve` for a URL that was dropped without a request."""
@@ -79,13 +136,36 @@ class Politeness:
         slot.active -= 1
         slot.next_start = slot.previous_start
 
+    def delay(self, host: str) -> float:
+        return self._slot(host).delay
+
     def rules(self, host: str) -> RobotsRules | None:
         return self._slot(host).rules
 
     def set_rules(self, host: str, rules: RobotsRules) -> None:
         """Record a host's robots.txt; its Crawl-delay raises the host's delay (up to max-crawl-delay)."""
         slot = self._slot(host)
-        slot.rules = rules
-        if rules.crawl_delay:
-            slot.delay = max(self._config.delay, min(rules.crawl_delay, self._config.max_crawl_delay))
         self.robots_wanted.discard(host)
+        now = time.monotonic()
+        if rules.unreachable and slot.rules is None:
+            slot.robots_attempts += 1
+            if slot.robots_attempts < self._robots_attempts:
+                pause = self._backoff * 2 ** (slot.robots_attempts - 1) * random.uniform(0.75, 1.25)
+                slot.robots_after = now + pause
+                return
+        elif rules.unreachable:  # an expired copy stays in force while the server is in trouble
+            slot.robots_after = now + self._backoff
+            return
+        slot.rules = rules
+        slot.rules_until = now + self._config.robots_ttl
+        slot.robots_attempts = 0
+        slot.delay = max(slot.delay, self._floor(slot))
+
+    def _floor(self, slot: HostSlot) -> float:
+        """The smallest delay for a host: the configured one, raised by robots.txt's Crawl-delay."""
+        config = self._config
+        floor = config.min_delay if config.adaptive else config.delay
+        crawl_delay = slot.rules.crawl_delay if slot.rules is not None else None
+        if crawl_delay:
+            floor = max(floor, min(crawl_delay, config.max_crawl_delay))
+        return floor

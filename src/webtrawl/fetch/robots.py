@@ -135,3 +135,27 @@ def _text(outcome: FetchOutcome) -> str:
     """The body as text: Content-Encoding undone (the fetcher keeps it), at most ROBOTS_MAX_SIZE bytes."""
     body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), ROBOTS_MAX_SIZE)
     return body.decode("utf-8", errors="replace")
+
+
+_VALUED_DIRECTIVES = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
+
+
+def tag_directives(values: list[str], user_agent: str) -> frozenset[str]:
+    """The `X-Robots-Tag` directives that apply to us, lower case, with "none" spelled out.
+
+    A value may name an agent first (`googlebot: noindex`); such a value applies only when the agent is
+    ours. Directives that carry a value after a colon (`max-snippet: 20`) are not agent names.
+    """
+    token = product_token(user_agent)
+    found: set[str] = set()
+    for value in values:
+        head, colon, rest = value.partition(":")
+        agent = head.strip().lower()
+        if colon and agent not in _VALUED_DIRECTIVES and "," not in agent:
+            if agent != token:
+                continue
+            value = rest
+        for directive in value.lower().split(","):
+            directive = directive.strip()
+            found.update(("noindex", "nofollow") if directive == "none" else (directive,))
+    return frozenset(found)
