@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from . import __version__
 from .config import CrawlConfig
-from .errors import ConfigError, InvalidURL
+from .errors import ConfigError, InvalidURL, StoreError
 from .faults import crash_point
 from .fetch.fetcher import Fetcher
 from .fetch.politeness import Politeness
@@ -107,8 +107,11 @@ class Crawler:
                     handler = PageHandler(config, scope, fetcher, politeness, db, crawl_id, self.stats)
                     outcome = await self._crawl(frontier, politeness, fetcher, handler, warc, mirror)
             finally:
-                await frontier.close()
-                await self._on_archive_thread(warc.close)
+                # After a storage failure (a full disk) these may fail too: the first error is the one to tell.
+                with _logged(StoreError):
+                    await frontier.close()
+                with _logged(StoreError):
+                    await self._on_archive_thread(warc.close)
             return await self._report(db, crawl_id, outcome)
         finally:
             await db.close()
@@ -153,46 +156,52 @@ class Crawler:
                 self._wake.set()
 
         archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None] = asyncio.Queue(maxsize=2)
-        async with asyncio.TaskGroup() as tg:
-            archiver = tg.create_task(self._archive_loop(results, archived, warc, mirror))
-            committer = tg.create_task(self._commit_loop(frontier, archived, handler.db))
-            while True:
-                if self._stopping:
-                    outcome = "interrupted"
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    outcome = "max-time"
-                    break
-                budget = config.concurrency - self.stats.fetching
-                if config.max_pages is not None:
-                    budget = min(budget, config.max_pages - frontier.done_count() - frontier.running)
-                    if budget <= 0 and frontier.running == 0:
-                        outcome = "max-pages"
+        try:
+            async with asyncio.TaskGroup() as tg:
+                archiver = tg.create_task(self._archive_loop(results, archived, warc, mirror))
+                committer = tg.create_task(self._commit_loop(frontier, archived, handler.db))
+                while True:
+                    if self._stopping:
+                        outcome = "interrupted"
                         break
-                for host in politeness.robots_wanted - robots_pending:
-                    robots_pending.add(host)
-                    tg.create_task(robots(host))
-                entries = await frontier.claim(budget) if budget > 0 else []
-                for entry in entries:
-                    self.stats.fetching += 1
-                    task = tg.create_task(handle(entry))
-                    fetches.add(task)
-                    task.add_done_callback(fetches.discard)
-                if frontier.exhausted() and not robots_pending:
-                    break
-                if entries and len(entries) == budget:
-                    continue
-                wakeup = frontier.next_wakeup()
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=min(wakeup if wakeup else 1.0, 1.0))
-            if fetches:
-                _done, late = await asyncio.wait(fetches, timeout=STOP_GRACE)
-                for task in late:
-                    task.cancel()
-            await results.put(None)
-            await archiver
-            await committer
+                    if deadline is not None and time.monotonic() >= deadline:
+                        outcome = "max-time"
+                        break
+                    budget = config.concurrency - self.stats.fetching
+                    if config.max_pages is not None:
+                        budget = min(budget, config.max_pages - frontier.done_count() - frontier.running)
+                        if budget <= 0 and frontier.running == 0:
+                            outcome = "max-pages"
+                            break
+                    for host in politeness.robots_wanted - robots_pending:
+                        robots_pending.add(host)
+                        tg.create_task(robots(host))
+                    entries = await frontier.claim(budget) if budget > 0 else []
+                    for entry in entries:
+                        self.stats.fetching += 1
+                        task = tg.create_task(handle(entry))
+                        fetches.add(task)
+                        task.add_done_callback(fetches.discard)
+                    if frontier.exhausted() and not robots_pending:
+                        break
+                    if entries and len(entries) == budget:
+                        continue
+                    wakeup = frontier.next_wakeup()
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), timeout=min(wakeup if wakeup else 1.0, 1.0))
+                if fetches:
+                    _done, late = await asyncio.wait(fetches, timeout=STOP_GRACE)
+                    for task in late:
+                        task.cancel()
+                await results.put(None)
+                await archiver
+                await committer
+        except ExceptionGroup as group:  # the archive or database failed (a full disk): say so plainly
+            failures = group.subgroup(StoreError)
+            if failures is None:
+                raise
+            raise failures.exceptions[0] from None
         return outcome
 
     async def _archive_loop(
@@ -291,6 +300,15 @@ def _archive(batch: list[PageResult], warc: WarcWriter, mirror: Mirror | None) -
             if mirror is not None and result.decoded is not None:
                 mirror.write(capture.url, capture.content_type, result.decoded)
     return warc.flush()
+
+
+@contextlib.contextmanager
+def _logged(*errors: type[Exception]) -> Iterator[None]:
+    """Log and swallow `errors`: for clean-up that must not hide the error that caused it."""
+    try:
+        yield
+    except errors as exc:
+        log.warning("while closing the crawl: %s", exc)
 
 
 def _normalize_seeds(seeds: tuple[str, ...]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -128,6 +129,10 @@ class Database:
         try:
             return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
         except sqlite3.OperationalError as exc:
+            if "full" in str(exc):
+                raise StoreError(
+                    f"the disk holding {self.path} is full; free some space and run the same command again to resume"
+                ) from exc
             raise StoreError(f"crawl database error: {exc}") from exc
 
     async def close(self) -> None:
@@ -140,6 +145,8 @@ class Database:
 def _close(conn: sqlite3.Connection) -> None:
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error as exc:  # e.g. a full disk: the WAL stays and is checkpointed next time
+        logging.getLogger(__name__).warning("could not checkpoint the crawl database: %s", exc)
     finally:
         conn.close()
 

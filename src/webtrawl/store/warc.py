@@ -15,6 +15,7 @@ Runs on the writer thread: every method blocks.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -194,8 +195,16 @@ class WarcWriter:
                 self._rotate()
             return self._append(outcome)
         except OSError as exc:
-            self._failed = f"cannot write the archive file {self._name}: {exc}"
+            self._failed = self._write_error(exc)
             raise StoreError(self._failed) from exc
+
+    def _write_error(self, exc: OSError) -> str:
+        if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            return (
+                f"the disk holding {self._dir} is full ({exc.strerror}); "
+                "free some space and run the same command again to resume"
+            )
+        return f"cannot write the archive file {self._name}: {exc}"
 
     def _append(self, outcome: FetchOutcome) -> WarcLocation:
         assert self._file is not None
@@ -277,7 +286,7 @@ class WarcWriter:
             try:
                 self._file.flush()
             except OSError as exc:
-                self._failed = f"cannot write the archive file {self._name}: {exc}"
+                self._failed = self._write_error(exc)
                 raise StoreError(self._failed) from exc
         written, self._written = self._written, {}
         return written
