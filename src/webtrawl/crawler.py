@@ -105,7 +105,10 @@ class Crawler:
                 )
                 async with Fetcher(config.fetch, concurrency=config.concurrency) as fetcher:
                     handler = PageHandler(config, scope, fetcher, politeness, db, crawl_id, self.stats)
-                    outcome = await self._crawl(frontier, politeness, fetcher, handler, warc, mirror)
+                    try:
+                        outcome = await self._crawl(frontier, politeness, fetcher, handler, warc, mirror)
+                    finally:
+                        handler.parser.close()
             finally:
                 # After a storage failure (a full disk) these may fail too: the first error is the one to tell.
                 with _logged(StoreError):

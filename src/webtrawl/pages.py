@@ -18,7 +18,7 @@ from .fetch.politeness import Politeness
 from .fetch.robots import tag_directives
 from .models import Capture, Completion, Entry, FetchOutcome, NewURL, ParsedPage
 from .parse.decode import decompress, sniff_charset, to_text
-from .parse.html import parse_html
+from .parse.guarded import GuardedParser, ParseTimeout
 from .scope import Scope
 from .stats import Stats
 from .store.crawls import add_extra_host
@@ -62,6 +62,7 @@ class PageHandler:
         self.db = db
         self._crawl_id = crawl_id
         self._stats = stats
+        self.parser = GuardedParser()
 
     async def handle(self, entry: Entry) -> PageResult:
         try:
@@ -120,7 +121,11 @@ class PageHandler:
         elif status >= 400:
             completion.verdict, completion.reason = "failed", f"HTTP {status}"
         elif outcome.content_type in HTML_TYPES and outcome.body:
-            decoded, page = self._parse(entry, outcome)
+            try:
+                decoded, page = await self._parse(entry, outcome)
+            except ParseTimeout as exc:
+                completion.verdict, completion.reason = "failed", str(exc)
+                return PageResult(completion, archived)
             self._apply_robots_tag(outcome, page)
             capture.title, capture.text = page.title, page.text
             self._add_links(entry, page, completion)
@@ -152,15 +157,12 @@ class PageHandler:
             return Completion(entry=entry, verdict="failed", reason=f"{reason} (after {attempt} attempts)")
         return Completion(entry=entry, verdict="retry", reason=reason, not_before=time.time() + wait)
 
-    def _parse(self, entry: Entry, outcome: FetchOutcome) -> tuple[bytes, ParsedPage]:
+    async def _parse(self, entry: Entry, outcome: FetchOutcome) -> tuple[bytes, ParsedPage]:
         config = self._config
         body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), config.fetch.max_size)
         text = to_text(body, sniff_charset(body, outcome.header("Content-Type")))
-        page = parse_html(
-            text,
-            entry.url,
-            requisites=config.scope.page_requisites,
-            follow_nofollow=config.scope.follow_nofollow,
+        page = await self.parser.parse(
+            text, entry.url, requisites=config.scope.page_requisites, follow_nofollow=config.scope.follow_nofollow
         )
         return body, page
 
