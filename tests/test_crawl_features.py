@@ -92,7 +92,7 @@ async def test_robots_crawl_delay_spaces_requests(tmp_path: Path) -> None:
     async with serve(routes) as (url, log):
         await Crawler(config(url, tmp_path)).run()
     starts = [at for at, path in log if path != "/robots.txt"]
-    assert len(starts) == 4
+    assert len(starts) == 5  # four pages and the /sitemap.xml fallback, which keeps the pace too
     assert min(b - a for a, b in pairwise(starts)) >= 0.24
 
 
@@ -155,10 +155,11 @@ async def test_page_requisites_are_fetched_only_when_asked(tmp_path: Path) -> No
     }
     async with serve(routes) as (url, log):
         await Crawler(config(url, tmp_path / "plain")).run()
-        assert {path for _, path in log} == {"/robots.txt", "/", "/next"}
+        assert {path for _, path in log} == {"/robots.txt", "/sitemap.xml", "/", "/next"}
         log.clear()
         await Crawler(config(url, tmp_path / "req", scope=ScopeConfig(page_requisites=True))).run()
-        assert {path for _, path in log} == {"/robots.txt", "/", "/next", "/s.css", "/app.js", "/logo.png"}
+        expected = {"/robots.txt", "/sitemap.xml", "/", "/next", "/s.css", "/app.js", "/logo.png"}
+        assert {path for _, path in log} == expected
     rows = connect(tmp_path / "req").execute("SELECT url, size, truncated FROM captures WHERE url LIKE '%.png'")
     assert list(rows) == [(url + "logo.png", 8, None)]  # requisite bodies are kept whole
 

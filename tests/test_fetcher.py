@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import errno
 import gzip
 import socket
+import ssl
 import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,12 +20,13 @@ from aiohttp import web
 from aiohttp.client_reqrep import ConnectionKey
 from aiohttp.test_utils import TestServer
 from multidict import CIMultiDict
+from trustme import CA
 
 from webtrawl.config import FetchConfig
 from webtrawl.fetch.fetcher import ACCEPT, ACCEPT_ENCODING, Fetcher, describe_error, parse_retry_after
 
 # Small timeouts keep the hostile-server cases fast; each is well above what localhost needs.
-CONFIG = FetchConfig(connect_timeout=0.3, read_timeout=0.3, total_timeout=0.6)
+CONFIG = FetchConfig(connect_timeout=0.3, read_timeout=0.3, total_timeout=0.6, block_private=False)
 PAGE = b"<!doctype html><title>t</title>" + b"<p>hello world</p>\n" * 1000
 GZIPPED = gzip.compress(PAGE, mtime=0)
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 10
@@ -63,6 +66,9 @@ ROUTES: dict[str, Callable[[], web.Response]] = {
     "/upper": lambda: web.Response(body=PAGE, headers={"Content-Type": " Text/HTML ; charset=UTF-8"}),
     "/big": lambda: web.Response(body=BIG, content_type="text/html"),
     "/dup": lambda: web.Response(body=b"", headers=_headers(("X-Dup", "a"), ("x-MiXeD", "Café"), ("X-Dup", "b"))),
+    "/set-cookie": lambda: web.Response(
+        body=b"", headers=_headers(("Set-Cookie", "sid=1; Path=/"), ("Set-Cookie", "wide=2; Domain=test; Path=/"))
+    ),
 }
 
 
@@ -138,7 +144,7 @@ async def test_retry_after_http_date(site: TestServer, fetcher: Fetcher) -> None
 
 @pytest.mark.parametrize("how", ["any_type", "config"])
 async def test_non_html_body_read_when_asked(site: TestServer, how: str) -> None:
-    config = FetchConfig(fetch_non_html=how == "config")
+    config = FetchConfig(fetch_non_html=how == "config", block_private=False)
     async with Fetcher(config, concurrency=1) as fetcher:
         out = await fetcher.fetch(str(site.make_url("/image")), any_type=how == "any_type")
     assert out.body == PNG
@@ -156,7 +162,7 @@ async def test_size_cap(site: TestServer, fetcher: Fetcher, limit: int, truncate
 
 
 async def test_size_cap_from_config(site: TestServer) -> None:
-    async with Fetcher(FetchConfig(max_size=1000), concurrency=1) as fetcher:
+    async with Fetcher(FetchConfig(max_size=1000, block_private=False), concurrency=1) as fetcher:
         out = await fetcher.fetch(str(site.make_url("/big")))
     assert (out.truncated, out.body) == ("length", BIG[:1000])
 
@@ -412,8 +418,8 @@ _KEY: Any = ConnectionKey("example.org", 80, False, True, None, None, None)
 @pytest.mark.parametrize(
     ("exc", "reason", "retryable"),
     [
-        (_dns(socket.EAI_NONAME, "Unknown host"), "dns: Unknown host", False),
-        (_dns(socket.EAI_AGAIN, "Try again"), "dns: Try again", True),
+        (_dns(socket.EAI_NONAME, "Unknown host"), "dns: name not found", False),
+        (_dns(socket.EAI_AGAIN, "Try again"), "dns: temporary failure", True),
         (aiohttp.ConnectionTimeoutError("slow"), "connect timeout", True),
         (aiohttp.SocketTimeoutError("slow"), "read timeout", True),
         (TimeoutError(), "total timeout", True),
@@ -426,3 +432,107 @@ _KEY: Any = ConnectionKey("example.org", 80, False, True, None, None, None)
 )
 def test_describe_error(exc: BaseException, reason: str, retryable: bool) -> None:
     assert describe_error(exc) == (reason, retryable)
+
+
+# --- TLS, headers, auth, cookies, proxy ----------------------------------------------------------------
+
+
+@pytest.fixture
+async def tls_site() -> AsyncIterator[str]:
+    """An HTTPS server on 127.0.0.1 whose certificate (for a.test) no one trusts; yields its port."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    CA().issue_cert("a.test").configure_cert(context)
+    app = web.Application()
+    app.router.add_get("/", _handler(ROUTES["/page"]))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
+    yield f"https://a.test:{runner.addresses[0][1]}/"
+    await runner.cleanup()
+
+
+@pytest.mark.parametrize("insecure", [False, True])
+async def test_tls_certificate_checked_unless_insecure(tls_site: str, insecure: bool) -> None:
+    config = FetchConfig(connect_timeout=1, resolve=("a.test:127.0.0.1",), insecure=insecure)
+    async with Fetcher(config, concurrency=1) as fetcher:
+        out = await fetcher.fetch(tls_site)
+    if insecure:
+        assert (out.status, out.body, out.error) == (200, PAGE, None)
+    else:
+        assert out.status is None and not out.retryable
+        assert out.error is not None and out.error.startswith("tls: certificate verify failed: "), out.error
+        assert "issuer" in out.error  # the reason OpenSSL gives, without its "[SSL: …] (_ssl.c)" wrapping
+
+
+async def test_headers_sent_and_replacing_defaults(site: TestServer) -> None:
+    headers = ("X-Token: abc", "user-agent: custom/1.0", "X-Two: 1", "X-Two: 2")
+    async with Fetcher(FetchConfig(headers=headers, block_private=False), concurrency=1) as fetcher:
+        out = await fetcher.fetch(str(site.make_url("/echo")))
+    received, _port = site.app[SEEN][0]
+    assert received["X-Token"] == "abc"
+    assert received["User-Agent"] == "custom/1.0"
+    assert received["Accept"] == ACCEPT
+    sent = [(k.lower(), v) for k, v in out.request_headers]
+    assert ("x-two", "1") in sent and ("x-two", "2") in sent
+    assert [v for k, v in sent if k == "user-agent"] == ["custom/1.0"]
+
+
+def _names(site: TestServer) -> tuple[str, ...]:
+    return ("a.test:127.0.0.1", "b.test:127.0.0.1")
+
+
+async def test_auth_goes_to_its_host_only(site: TestServer) -> None:
+    port = site.port
+    config = FetchConfig(resolve=_names(site), auth=(f"a.test:{port}:user:pa:ss", "b.test:user:nope"))
+    async with Fetcher(config, concurrency=1) as fetcher:
+        for host in ("a.test", "b.test"):
+            await fetcher.fetch(f"http://{host}:{port}/echo")
+    (to_a, _), (to_b, _) = site.app[SEEN]
+    assert to_a["Authorization"] == "Basic " + base64.b64encode(b"user:pa:ss").decode()
+    assert "Authorization" not in to_b  # b.test's credentials are for port 80 only
+
+
+@pytest.mark.parametrize("cookies", [False, True])
+async def test_cookies_kept_per_host_when_asked(site: TestServer, cookies: bool) -> None:
+    port = site.port
+    async with Fetcher(FetchConfig(resolve=_names(site), cookies=cookies), concurrency=1) as fetcher:
+        await fetcher.fetch(f"http://a.test:{port}/set-cookie")
+        await fetcher.fetch(f"http://a.test:{port}/echo")
+        await fetcher.fetch(f"http://b.test:{port}/echo")
+    (to_a, _), (to_b, _) = site.app[SEEN]
+    assert to_a.get("Cookie") == ("sid=1; wide=2" if cookies else None)
+    assert "Cookie" not in to_b  # not even the cookie a.test set for all of "test"
+
+
+@pytest.fixture
+async def proxy(site: TestServer) -> AsyncIterator[tuple[str, list[str]]]:
+    """A forward proxy on 127.0.0.1 sending every request to `site`; yields its URL and the targets asked."""
+    targets: list[str] = []
+
+    async def forward(request: web.Request) -> web.Response:
+        targets.append(request.raw_path)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(site.make_url(request.rel_url.path_qs), headers={"Host": request.headers["Host"]}) as resp,
+        ):
+            return web.Response(status=resp.status, body=await resp.read(), content_type=resp.content_type)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", forward)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}", targets
+    await runner.cleanup()
+
+
+async def test_proxy_gets_every_request(site: TestServer, proxy: tuple[str, list[str]]) -> None:
+    proxy_url, targets = proxy
+    # The guard is on: the proxy's own address passes; names are the proxy's to resolve.
+    async with Fetcher(FetchConfig(proxy=proxy_url), concurrency=1) as fetcher:
+        out = await fetcher.fetch(f"http://origin.invalid:{site.port}/echo")
+        blocked = await fetcher.fetch(f"http://127.0.0.2:{site.port}/echo")
+    assert (out.status, out.body) == (200, PAGE)
+    assert targets == [f"http://origin.invalid:{site.port}/echo"]
+    assert site.app[SEEN][0][0]["Host"] == f"origin.invalid:{site.port}"
+    assert blocked.error == "blocked: private address 127.0.0.2"  # a literal address is still judged here

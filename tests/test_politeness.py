@@ -11,7 +11,7 @@ from aiohttp import web
 
 from tests.crawls import connect
 from tests.test_crawl_features import Handler, config, page, serve
-from webtrawl import Crawler, FetchConfig, PolitenessConfig
+from webtrawl import Crawler, FetchConfig, PolitenessConfig, ScopeConfig
 from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
 
@@ -101,3 +101,45 @@ def test_host_state_is_bounded() -> None:
     for i in range(5000):
         politeness.free_slots(f"http://other{i}.test", 0.0)
     assert politeness.free_slots(busy, 1.0) == 1  # a host with a request in flight is never forgotten
+
+
+def test_per_ip_limit_spans_host_names() -> None:
+    from webtrawl.config import PolitenessConfig as Config
+
+    politeness = Politeness(Config(per_host=4, per_ip=3, delay=0), robots=ALLOW_ALL)
+    hosts = [f"http://name{i}.test" for i in range(3)]
+    for host in hosts:  # learn each host's address from a first response
+        politeness.reserve(host, 0.0)
+        politeness.release(host, ip="127.0.0.5")
+    assert politeness.free_slots(hosts[0], 1.0) == 3
+    politeness.reserve(hosts[0], 1.0)
+    politeness.reserve(hosts[1], 1.0)
+    assert politeness.free_slots(hosts[2], 1.0) == 1
+    politeness.reserve(hosts[2], 1.0)
+    assert [politeness.free_slots(host, 1.0) for host in hosts] == [0, 0, 0]
+    politeness.release(hosts[1])
+    assert politeness.free_slots(hosts[0], 1.0) == 1
+
+
+async def test_per_ip_limit_holds_across_host_names_in_a_crawl(tmp_path: Path) -> None:
+    import asyncio
+
+    in_flight = {"now": 0, "max": 0}
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        in_flight["now"] += 1
+        in_flight["max"] = max(in_flight["max"], in_flight["now"])
+        await asyncio.sleep(0.05)
+        in_flight["now"] -= 1
+        return web.Response(text=page(), content_type="text/html")
+
+    names = [f"name{i}.test" for i in range(4)]
+    routes: dict[str, Handler | str] = {f"/p{i}": slow for i in range(5)}
+    async with serve(routes) as (url, _log):  # the routes are filled in once the port is known
+        port = url.rsplit(":", 1)[1].rstrip("/")
+        routes["/"] = page(*[f"http://{name}:{port}/p{i}" for name in names for i in range(5)])
+        fetch = FetchConfig(backoff=0.05, resolve=tuple(f"{name}:127.0.0.1" for name in names))
+        cfg = config(f"http://{names[0]}:{port}/", tmp_path, scope=ScopeConfig(mode="any"), fetch=fetch)
+        report = await Crawler(replace(cfg, politeness=PolitenessConfig(per_host=4, per_ip=2, delay=0))).run()
+    assert report.done_total == 21
+    assert in_flight["max"] == 2

@@ -278,7 +278,7 @@ async def serve() -> AsyncIterator[ServeRoutes]:
 
 @pytest.fixture
 async def fetcher() -> AsyncIterator[Fetcher]:
-    config = FetchConfig(connect_timeout=0.3, read_timeout=0.3, total_timeout=1.0)
+    config = FetchConfig(connect_timeout=0.3, read_timeout=0.3, total_timeout=1.0, block_private=False)
     async with Fetcher(config, concurrency=4) as fetcher:
         yield fetcher
 

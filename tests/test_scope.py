@@ -100,7 +100,7 @@ RULES = [
     ({"max_depth": 2}, "http://other.org/", 3, "out-of-scope"),  # a reason of its own beats depth
     # deny / allow: searched in the whole normalized URL
     ({"deny": (r"/private/",)}, "http://example.com/private/x", 1, "deny-pattern"),
-    ({"deny": (r"[?&]sessionid=",)}, "http://example.com/x?a=1&sessionid=9", 1, "deny-pattern"),
+    ({"deny": (r"[?&]utm_source=",)}, "http://example.com/x?a=1&utm_source=9", 1, "deny-pattern"),
     ({"deny": (r"/private/", r"\.php$")}, "http://example.com/index.php", 1, "deny-pattern"),
     ({"deny": (r"/private/",)}, "http://example.com/public/x", 1, None),
     ({"allow": (r"/blog/",)}, "http://example.com/about", 1, "not-allowed"),

@@ -8,7 +8,16 @@ import pytest
 import xxhash
 
 from webtrawl.errors import InvalidURL
-from webtrawl.urls import fingerprint, host_key, normalize, origin, partition_of, surt
+from webtrawl.urls import (
+    NORMALIZATION_VERSION,
+    fingerprint,
+    host_key,
+    normalize,
+    origin,
+    partition_of,
+    surt,
+    template,
+)
 
 BASE = "http://a.example/b/c/d?q=1#frag"
 
@@ -229,6 +238,80 @@ def test_equivalent_spellings_share_a_fingerprint(spellings: list[tuple[str, str
     assert len({fingerprint(normalize(url, base)) for url, base in spellings}) == 1
 
 
+# (url, expected): session ids go, whatever their case; the rest of the query keeps its order and spelling
+SESSION_IDS = [
+    ("http://a.example/x?sid=abc", "http://a.example/x"),
+    ("http://a.example/x?SID=abc&b=2", "http://a.example/x?b=2"),
+    ("http://a.example/x?b=2&a=1&sid=abc", "http://a.example/x?b=2&a=1"),
+    ("http://a.example/x?b=2&sid=abc&a=1", "http://a.example/x?b=2&a=1"),
+    ("http://a.example/x?sessionid=1&q=z", "http://a.example/x?q=z"),
+    ("http://a.example/x?q=z&Session_Id=1", "http://a.example/x?q=z"),
+    ("http://a.example/x?PHPSESSID=9f8e7d&page=2", "http://a.example/x?page=2"),
+    ("http://a.example/x?phpsessid=9f8e7d", "http://a.example/x"),
+    ("http://a.example/x?JSESSIONID=1A2B", "http://a.example/x"),
+    ("http://a.example/x?ASPSESSIONIDQSCTRBAD=KLMN&id=7", "http://a.example/x?id=7"),
+    ("http://a.example/x?aspsessionid=1", "http://a.example/x"),
+    ("http://a.example/x?CFID=1234&CFTOKEN=5678&id=7", "http://a.example/x?id=7"),
+    ("http://a.example/x?sid", "http://a.example/x"),
+    ("http://a.example/x?sid=1&sid=2", "http://a.example/x"),
+    ("http://a.example/x?&sid=1", "http://a.example/x"),
+    ("http://a.example/x?a=1&&sid=1", "http://a.example/x?a=1&"),
+    ("http://a.example/x?sid=1#frag", "http://a.example/x"),
+    ("?sid=1&p=2", "http://a.example/b/c/d?p=2"),
+    # the path parameter of Java servlets, with or without a query after it
+    ("http://a.example/shop/cart;jsessionid=0A1B2C3D", "http://a.example/shop/cart"),
+    ("http://a.example/shop/cart;JSESSIONID=0A1B?item=5", "http://a.example/shop/cart?item=5"),
+    ("http://a.example/shop;jsessionid=0A1B/cart", "http://a.example/shop/cart"),
+    ("http://a.example/shop;v=2;jsessionid=0A1B;w=3", "http://a.example/shop;v=2;w=3"),
+    ("http://a.example/a/..;jsessionid=1/b", "http://a.example/b"),
+    ("http://a.example/;jsessionid=1?sid=2&x=1", "http://a.example/?x=1"),
+    # not session ids: similar names, values, `s`, other path parameters
+    ("http://a.example/x?s=shoes", "http://a.example/x?s=shoes"),
+    ("http://a.example/x?sids=1&side=2&xsid=3", "http://a.example/x?sids=1&side=2&xsid=3"),
+    ("http://a.example/x?q=sid&session=1", "http://a.example/x?q=sid&session=1"),
+    ("http://a.example/x?cf=1&cfids=2", "http://a.example/x?cf=1&cfids=2"),
+    ("http://a.example/sid/PHPSESSID/x?a=sid", "http://a.example/sid/PHPSESSID/x?a=sid"),
+    ("http://a.example/x;v=1?sid2=3", "http://a.example/x;v=1?sid2=3"),
+    ("http://a.example/x?a=1;jsessionid=2", "http://a.example/x?a=1;jsessionid=2"),
+]
+
+
+@pytest.mark.parametrize(("url", "expected"), SESSION_IDS)
+def test_session_ids_are_removed(url: str, expected: str) -> None:
+    assert normalize(url, BASE) == expected
+    assert normalize(expected) == expected
+
+
+def test_links_differing_only_by_session_id_share_a_fingerprint() -> None:
+    links = [
+        "/item?id=7&PHPSESSID=1111",
+        "/item?PHPSESSID=2222&id=7",
+        "/item?id=7&phpsessid=3333#reviews",
+        "/item;jsessionid=4444?id=7",
+        "/item?id=7",
+    ]
+    page = "http://shop.example/list?sid=5555"
+    assert {fingerprint(normalize(link, page)) for link in links} == {fingerprint("http://shop.example/item?id=7")}
+    assert normalize(page) == "http://shop.example/list"
+
+
+def test_session_id_removal_is_stable_on_random_odd_strings() -> None:
+    pieces = ["http://a.example", "/", "..", ".", "?", "&", "=", ";", "#", "sid", "SID", "x", "1", "%2e"]
+    pieces += [";jsessionid=", "JSESSIONID", "phpsessid=", "aspsessionidAB=", "cfid", "cftoken=", "s=", "&&"]
+    rng = random.Random(11)
+    for _ in range(5000):
+        url = "http://a.example/" + "".join(rng.choice(pieces) for _ in range(rng.randint(1, 10)))
+        try:
+            result = normalize(url)
+        except InvalidURL:
+            continue
+        assert normalize(result) == result, url
+
+
+def test_session_id_removal_is_part_of_the_normalization_version() -> None:
+    assert NORMALIZATION_VERSION == 2
+
+
 @pytest.mark.parametrize(
     ("one", "other"),
     [
@@ -338,3 +421,36 @@ def test_surt(url: str, key: str) -> None:
 def test_surt_refuses_what_normalize_refuses() -> None:
     with pytest.raises(InvalidURL):
         surt("mailto:someone@example.com")
+
+
+@pytest.mark.parametrize(
+    ("urls", "shape"),
+    [
+        (["http://h/cal/2026/01/", "http://h/cal/2031/12/", "http://h/cal/1/123456/"], "http://h/cal/#/#/"),
+        (["http://h/p1/p23/", "http://h/p4/p5/"], "http://h/p#/p#/"),
+        (["http://h/item?id=1", "http://h/item?id=99999"], "http://h/item?id"),
+        (["http://h/s?page=2&q=a", "http://h/s?q=b&page=3", "http://h/s?q=c&q=d&page=1&"], "http://h/s?page&q"),
+        (["http://h/x?a1=1&b", "http://h/x?a22=x&b=2"], "http://h/x?a#&b"),
+        (["http://h:8080/a-1.html", "http://h:8080/a-777.html"], "http://h:8080/a-#.html"),
+        (["http://h/%2F1", "http://h/%2F2"], "http://h/%#F#"),
+        (["http://h/"], "http://h/"),
+    ],
+)
+def test_template_collapses_digits_and_query_values(urls: list[str], shape: str) -> None:
+    assert {template(normalize(url)) for url in urls} == {shape}
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("http://127.0.0.1/a", "http://127.0.0.2/a"),  # the origin is kept as it is
+        ("http://h:8080/a", "http://h:8081/a"),
+        ("http://h/a", "https://h/a"),
+        ("http://h/a/1", "http://h/b/1"),
+        ("http://h/x?a=1", "http://h/x?b=1"),
+        ("http://h/x", "http://h/x?a=1"),
+        ("http://h/wiki/Alpha", "http://h/wiki/Beta"),
+    ],
+)
+def test_template_keeps_other_shapes_apart(one: str, other: str) -> None:
+    assert template(normalize(one)) != template(normalize(other))

@@ -51,6 +51,7 @@ def main() -> None:
 @click.option("--concurrency", type=int, default=32, show_default=True, help="Fetches in flight.")
 @click.option("--per-host", type=int, default=2, show_default=True, help="Fetches in flight per host.")
 @click.option("--delay", type=float, default=0.5, show_default=True, help="Seconds between request starts on one host.")
+@click.option("--per-ip", type=int, help="Fetches in flight per IP address, across host names (default: no limit).")
 @click.option("--adaptive", is_flag=True, help="Each host's delay follows its response times; 429/503 back it off.")
 @click.option("--min-delay", type=float, default=0.0, show_default=True, help="Smallest delay with --adaptive.")
 @click.option("--max-delay", type=float, default=60.0, show_default=True, help="Largest delay with --adaptive.")
@@ -80,6 +81,29 @@ def main() -> None:
     type=int,
     help="Drop URLs whose last path segment has more symbols than this (off by default).",
 )
+@click.option(
+    "--max-urls-per-host",
+    type=click.IntRange(min=0),
+    default=1_000_000,
+    show_default=True,
+    help="Trap guard: new URLs one host may add (0: no limit); the rest are dropped as host-budget.",
+)
+@click.option(
+    "--max-urls-per-template",
+    type=click.IntRange(min=0),
+    default=10_000,
+    show_default=True,
+    help="Trap guard: new URLs per template, i.e. host + path with digits collapsed + query names (0: no limit).",
+)
+@click.option(
+    "--sitemaps/--no-sitemaps",
+    default=True,
+    show_default=True,
+    help="Add the URLs of each host's sitemaps (from robots.txt, else /sitemap.xml) at depth 1.",
+)
+@click.option(
+    "--max-sitemap-urls", type=click.IntRange(min=1), default=50_000, show_default=True, help="URLs per host."
+)
 @click.option("--page-requisites", is_flag=True, help="Also fetch CSS, images, scripts and fonts pages need.")
 @click.option("--ignore-nofollow", is_flag=True, help="Follow rel=nofollow links and nofollow pages.")
 @click.option("--ignore-robots", is_flag=True, help="Do not fetch or obey robots.txt.")
@@ -93,6 +117,25 @@ def main() -> None:
 )
 @click.option("--fetch-non-html", is_flag=True, help="Download bodies of non-HTML responses too.")
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Read timeout, seconds.")
+@click.option(
+    "--resolve",
+    multiple=True,
+    metavar="HOST:[PORT:]ADDR",
+    help="Connect to ADDR for HOST, as curl does (repeatable); the guard lets these through.",
+)
+@click.option("--dns-ttl", type=float, default=300.0, show_default=True, help="Seconds a DNS answer is reused.")
+@click.option(
+    "--block-private/--no-block-private",
+    default=True,
+    show_default=True,
+    help="Refuse loopback, private and link-local addresses other than the seeds' own.",
+)
+@click.option("--allow-private", multiple=True, metavar="CIDR", help="Let these addresses through (repeatable).")
+@click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
+@click.option("--header", multiple=True, metavar="'NAME: VALUE'", help="Send this header on every request.")
+@click.option("--auth", multiple=True, metavar="HOST[:PORT]:USER:PASS", help="HTTP basic auth, sent to that host only.")
+@click.option("--proxy", metavar="URL", help="Send every request through this HTTP proxy.")
+@click.option("--cookies", is_flag=True, help="Keep cookies, each sent back only to the host that set it.")
 @click.option("--retries", type=int, default=3, show_default=True, help="Retries of a URL after a failure.")
 @click.option("--warc-size", type=int, default=1024**3, show_default=True, help="Bytes per WARC file.")
 @click.option("--mirror", is_flag=True, help="Also write plain files named from the URL, as wget does.")
@@ -169,6 +212,10 @@ def _build_config(
         max_meaningless_symbols=flags["max_meaningless_symbols"],
         page_requisites=flags["page_requisites"],
         follow_nofollow=flags["ignore_nofollow"],
+        max_urls_per_host=flags["max_urls_per_host"] or None,
+        max_urls_per_template=flags["max_urls_per_template"] or None,
+        sitemaps=flags["sitemaps"],
+        max_sitemap_urls=flags["max_sitemap_urls"],
     )
     if flags["retries"] < 0:
         raise ConfigError("--retries must be ≥ 0")
@@ -178,6 +225,15 @@ def _build_config(
         "read_timeout": flags["timeout"],
         "max_attempts": flags["retries"] + 1,
         "respect_robots": not flags["ignore_robots"],
+        "dns_ttl": flags["dns_ttl"],
+        "resolve": flags["resolve"],
+        "block_private": flags["block_private"],
+        "allow_private": flags["allow_private"],
+        "insecure": flags["insecure"],
+        "headers": flags["header"],
+        "auth": flags["auth"],
+        "proxy": flags["proxy"],
+        "cookies": flags["cookies"],
     }
     if flags["user_agent"] is not None:
         fetch_args["user_agent"] = flags["user_agent"]
@@ -188,7 +244,8 @@ def _build_config(
         "scope": scope,
         "fetch": FetchConfig(**fetch_args),
         "politeness": PolitenessConfig(
-            per_host=flags["per_host"], delay=flags["delay"], adaptive=flags["adaptive"], min_delay=flags["min_delay"],
+            per_host=flags["per_host"], per_ip=flags["per_ip"], delay=flags["delay"], adaptive=flags["adaptive"],
+            min_delay=flags["min_delay"],
             max_delay=flags["max_delay"], max_crawl_delay=flags["max_crawl_delay"],
         ),
         "concurrency": flags["concurrency"],

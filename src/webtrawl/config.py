@@ -12,9 +12,11 @@ import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from . import __version__
 from .errors import ConfigError
+from .fetch.dns import MAX_TTL, MIN_TTL, parse_network, parse_pin
 
 ScopeMode = Literal["host", "domain", "prefix", "any"]
 
@@ -149,6 +151,17 @@ class ScopeConfig:
     """When set, a last path segment with more non-alphanumeric symbols than this is dropped."""
     page_requisites: bool = False
     follow_nofollow: bool = False
+    max_urls_per_host: int | None = 1_000_000
+    """New URLs one host (scheme, name and port) may bring into the frontier; None: no limit. A last guard
+    against generators the other rules miss: a million pages is days of polite fetching."""
+    max_urls_per_template: int | None = 10_000
+    """New URLs one template (the URL with digit runs collapsed and query values dropped) may bring in;
+    None: no limit. An endless calendar or a faceted search is one template; a real site rarely has more
+    than this many pages of one numbered shape, and a trap costs at most this many fetches."""
+    sitemaps: bool = True
+    """Read each host's sitemaps (listed in robots.txt, else /sitemap.xml) and add their URLs at depth 1."""
+    max_sitemap_urls: int = 50_000
+    """URLs taken from one host's sitemaps at most (one sitemap file may list 50,000)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("host", "domain", "prefix", "any"):
@@ -163,6 +176,9 @@ class ScopeConfig:
         _positive("max-query-params", self.max_query_params, allow_zero=True)
         _positive("max-repeated-segments", self.max_repeated_segments)
         _positive("max-meaningless-symbols", self.max_meaningless_symbols, allow_none=True, allow_zero=True)
+        _positive("max-urls-per-host", self.max_urls_per_host, allow_none=True)
+        _positive("max-urls-per-template", self.max_urls_per_template, allow_none=True)
+        _positive("max-sitemap-urls", self.max_sitemap_urls)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,6 +201,24 @@ class FetchConfig:
     fetch_non_html: bool = False
     """Download bodies of non-HTML responses (otherwise only their headers are kept)."""
     respect_robots: bool = True
+    dns_ttl: float = 300.0
+    """Seconds a name's addresses are reused (60–3600): the system resolver does not tell a record's TTL."""
+    resolve: tuple[str, ...] = ()
+    """`HOST:ADDR` or `HOST:PORT:ADDR`, as curl's --resolve: the name goes to that address, guard or not."""
+    block_private: bool = True
+    """Refuse loopback, private, link-local and other non-public addresses, except the seeds' own."""
+    allow_private: tuple[str, ...] = ()
+    """CIDR blocks let through despite `block_private` (link-local only by a block that is itself link-local)."""
+    insecure: bool = False
+    """Do not verify TLS certificates."""
+    headers: tuple[str, ...] = ()
+    """`Name: value` lines sent with every request (a name given here replaces the default header)."""
+    auth: tuple[str, ...] = ()
+    """`HOST[:PORT]:USER:PASS`: HTTP basic credentials sent to that host key only."""
+    proxy: str | None = None
+    """HTTP proxy URL for every request."""
+    cookies: bool = False
+    """Keep cookies, each returned only to the host that set it."""
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout", "read_timeout", "total_timeout", "backoff"):
@@ -195,6 +229,68 @@ class FetchConfig:
         _positive("max-size", self.max_size)
         if not self.user_agent.strip():
             raise ConfigError("user-agent must not be empty")
+        _positive("dns-ttl", self.dns_ttl)
+        if not MIN_TTL <= self.dns_ttl <= MAX_TTL:
+            raise ConfigError(f"dns-ttl must be between {MIN_TTL:.0f} and {MAX_TTL:.0f} seconds, not {self.dns_ttl}")
+        for pin in self.resolve:
+            parse_pin(pin)
+        for network in self.allow_private:
+            parse_network(network)
+        for header in self.headers:
+            parse_header(header)
+        for auth in self.auth:
+            parse_auth(auth)
+        if self.proxy is not None:
+            _check_proxy(self.proxy)
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """`Name: value` → (name, value); the name must be an HTTP token, the value one line."""
+    name, sep, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not _TOKEN.fullmatch(name) or any(c in value for c in "\r\n\0"):
+        raise ConfigError(f"bad header {text!r}: expected 'Name: value'")
+    return name, value
+
+
+def parse_auth(text: str) -> tuple[str, str, str]:
+    """`HOST[:PORT]:USER:PASS` → (host key, user, password); the password may hold ':'.
+
+    The host key is written as URLs show it: a default port (80, 443) is dropped, IPv6 stays in brackets.
+    A number right after the host is read as a port when a user and a password still follow.
+    """
+    error = ConfigError(f"bad auth for {text.partition(':')[0]!r}: expected HOST[:PORT]:USER:PASS")
+    if text.startswith("["):
+        end = text.find("]") + 1
+        host, rest = text[:end], text[end:]
+        if not end or not rest.startswith(":"):
+            raise error
+        rest = rest[1:]
+    else:
+        host, _, rest = text.partition(":")
+    port, sep, tail = rest.partition(":")
+    if sep and port.isdigit() and ":" in tail:
+        if port not in ("80", "443"):
+            host = f"{host}:{port}"
+        rest = tail
+    user, sep, password = rest.partition(":")
+    if not host or not sep or not user:
+        raise error
+    return host.lower(), user, password
+
+
+def _check_proxy(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"bad proxy {url!r}: expected a URL like http://HOST:PORT")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,6 +298,8 @@ class PolitenessConfig:
     """How hard each host is pressed. Tunable."""
 
     per_host: int = 2
+    per_ip: int | None = None
+    """Requests in flight to one IP address at most, whatever host names share it (None: no limit)."""
     """Requests in flight to one host at most."""
     delay: float = 0.5
     """Seconds between the starts of two requests to one host (robots.txt Crawl-delay can raise it)."""
@@ -218,6 +316,7 @@ class PolitenessConfig:
 
     def __post_init__(self) -> None:
         _positive("per-host", self.per_host)
+        _positive("per-ip", self.per_ip, allow_none=True)
         _positive("delay", self.delay, allow_zero=True)
         _positive("max-crawl-delay", self.max_crawl_delay, allow_zero=True)
         _positive("min-delay", self.min_delay, allow_zero=True)

@@ -25,6 +25,8 @@ from .faults import crash_point
 from .fetch.fetcher import Fetcher
 from .fetch.politeness import Politeness
 from .fetch.robots import ALLOW_ALL, fetch_robots
+from .fetch.sitemaps import Sitemaps
+from .frontier.budgets import Budgets
 from .frontier.sqlite import SqliteFrontier
 from .models import Capture, Entry, NewURL
 from .pages import PageHandler, PageResult
@@ -87,7 +89,8 @@ class Crawler:
                 robots_attempts=config.fetch.max_attempts,
                 backoff=config.fetch.backoff,
             )
-            self.frontier = frontier = await SqliteFrontier.open(db, crawl_id, politeness)
+            budgets = Budgets(config.scope.max_urls_per_host, config.scope.max_urls_per_template)
+            self.frontier = frontier = await SqliteFrontier.open(db, crawl_id, politeness, budgets=budgets)
             committed = await db.run(committed_warcs, crawl_id)
             warc = await self._on_archive_thread(
                 lambda: WarcWriter(
@@ -103,7 +106,8 @@ class Crawler:
                 await frontier.add(
                     [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
                 )
-                async with Fetcher(config.fetch, concurrency=config.concurrency) as fetcher:
+                async with Fetcher(config.fetch, concurrency=config.concurrency, seeds=seeds) as fetcher:
+                    politeness.address_of = fetcher.address_of
                     handler = PageHandler(config, scope, fetcher, politeness, db, crawl_id, self.stats)
                     try:
                         outcome = await self._crawl(frontier, politeness, fetcher, handler, warc, mirror)
@@ -146,6 +150,12 @@ class Crawler:
                 self._wake.set()
             await results.put(result)
 
+        sitemaps = (
+            Sitemaps(fetcher, politeness, config.politeness, handler.scope, max_urls=config.scope.max_sitemap_urls)
+            if config.scope.sitemaps
+            else None
+        )
+
         async def robots(host: str) -> None:
             try:
                 politeness.reserve(host)
@@ -153,6 +163,11 @@ class Crawler:
                     rules = await fetch_robots(fetcher, host, config.fetch.user_agent)
                 finally:
                     politeness.release(host)
+                if sitemaps is not None and politeness.rules(host) is None:
+                    # Read once per host, before its URLs are handed out, so sitemap requests keep its pace.
+                    # `outcome` changes only when the main loop stops early: then reading is pointless.
+                    urls, drops = await sitemaps.discover(host, rules, lambda: outcome != "finished")
+                    await frontier.add(urls, drops)
                 politeness.set_rules(host, rules)
             finally:
                 robots_pending.discard(host)

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Literal
 
-LinkKind = Literal["seed", "link", "requisite", "redirect"]
-"""How a URL was found: given by the user, linked, needed to display a page, or a redirect target."""
+LinkKind = Literal["seed", "link", "requisite", "redirect", "sitemap"]
+"""How a URL was found: given by the user, linked, needed to display a page, a redirect target, or listed
+in a sitemap."""
 
 
 class State(IntEnum):

@@ -64,6 +64,11 @@ class PageHandler:
         self._stats = stats
         self.parser = GuardedParser()
 
+    @property
+    def scope(self) -> Scope:
+        """The crawl's scope (sitemap entries are checked against it too)."""
+        return self._scope
+
     async def handle(self, entry: Entry) -> PageResult:
         try:
             rules = self._politeness.rules(entry.host)
@@ -79,6 +84,7 @@ class PageHandler:
                     entry.host,
                     elapsed=outcome.elapsed if outcome else None,
                     overloaded=outcome is not None and (outcome.status is None or outcome.status in (429, 503)),
+                    ip=outcome.ip if outcome else None,
                 )
             self._stats.record(outcome.status, len(outcome.body), outcome.error)
             return await self._judge(entry, outcome)
@@ -109,7 +115,10 @@ class PageHandler:
         status = outcome.status
         if outcome.retryable or status is None:
             reason = outcome.error or f"HTTP {status}"
-            completion = self._retry_or_fail(entry, outcome, reason)
+            if outcome.retryable:
+                completion = self._retry_or_fail(entry, outcome, reason)
+            else:  # a name that does not exist, a refused address, a bad certificate: asking again cannot help
+                completion = Completion(entry=entry, verdict="failed", reason=reason)
             completion.capture = capture
             return PageResult(completion, archived)
         completion = Completion(entry=entry, verdict="done", capture=capture)

@@ -4,12 +4,14 @@ Parsing and resolving follow the WHATWG URL standard (through ada), so a link me
 in a browser: tabs and newlines inside it are removed, leading and trailing spaces and control characters
 are stripped, backslashes count as slashes, hosts are lowercased and IDNA-encoded, numeric IPv4 forms
 (`0x7f.1`) are canonicalized, default ports dropped and dot segments resolved. On top of that,
-`normalize` drops the fragment, an empty query (`?` alone) and trailing dots of the host name.
+`normalize` drops the fragment, an empty query (`?` alone), trailing dots of the host name and session
+ids (see `SESSION_PARAMS`): a site that puts a fresh session id into every link would otherwise look like
+an endless supply of new URLs.
 
 Deliberately *not* done, because servers may tell these apart: decoding or re-casing percent escapes
-(`/%7e` and `/~` stay different), reordering or removing query parameters, removing a trailing slash
-(`/a` and `/a/` stay different), removing userinfo (`http://user:pw@host/` is kept as given, so it is
-stored and sent as given).
+(`/%7e` and `/~` stay different), reordering or removing other query parameters, removing a trailing
+slash (`/a` and `/a/` stay different), removing userinfo (`http://user:pw@host/` is kept as given, so it
+is stored and sent as given).
 
 Every function except `normalize` and `surt` takes an already normalized URL and works by slicing the
 string, which is only correct for `normalize`'s output: the authority of a normalized URL ends at its
@@ -18,13 +20,25 @@ first `/`, and `@`, `/`, `?` and `#` appear in it only as delimiters.
 
 from __future__ import annotations
 
+import re
+
 from ada_url import URL, join_url, normalize_url
 from xxhash import xxh3_64_intdigest
 
 from .errors import InvalidURL
 
-NORMALIZATION_VERSION: int = 1
-"""Bumped whenever `normalize` can return a different string for some input: part of a crawl's identity."""
+NORMALIZATION_VERSION: int = 2
+"""Bumped whenever `normalize` can return a different string for some input: part of a crawl's identity.
+
+2: session ids are removed."""
+
+SESSION_PARAMS = frozenset(["sid", "sessionid", "session_id", "phpsessid", "jsessionid", "cfid", "cftoken"])
+"""Query parameter names (compared lower-cased) that carry a session id; `aspsessionid…` too, whatever
+follows the prefix (ASP appends random letters), and the `;jsessionid=…` path parameter. `s` is not one:
+too many sites use it for a search."""
+
+_JSESSIONID = re.compile(r";jsessionid=[^/;?]*", re.IGNORECASE)
+_DIGITS = re.compile(r"[0-9]+")
 
 _SIGN_BIT = 1 << 63
 
@@ -48,11 +62,51 @@ def normalize(url: str, base: str | None = None) -> str:
     # Likewise the first '?' starts the query; a lone one at the end is an empty query.
     if href[-1] == "?" and href.index("?") == len(href) - 1:
         href = href[:-1]
+    if ";" in href:
+        href = _strip_jsessionid(href)
+    query_at = href.find("?")
+    if query_at >= 0:
+        # Every session name contains "sid", "sess" or "cf": most queries pass these three searches.
+        lower = href[query_at:].lower()
+        if "sid" in lower or "sess" in lower or "cf" in lower:
+            href = _strip_session_params(href, query_at)
     # The host ends before the path's first '/' (searching from index 8 skips "http://" and "https://",
     # as a host has at least one character). ".:" anywhere hints at "host.:port"; the slow path checks.
     if href[href.find("/", 8) - 1] == "." or ".:" in href:
         href = _strip_host_dots(href)
     return href
+
+
+def _strip_jsessionid(href: str) -> str:
+    """`href` without `;jsessionid=…` path parameters (Java servlets put the session id there)."""
+    query_at = href.find("?")
+    path_end = query_at if query_at >= 0 else len(href)
+    stripped = _JSESSIONID.sub("", href[:path_end])
+    if len(stripped) == path_end:
+        return href
+    # Removing a path parameter can leave dot segments (`/a/..;jsessionid=1/b`): parse again.
+    try:
+        return normalize_url(stripped + href[path_end:])
+    except ValueError:
+        raise InvalidURL("malformed URL") from None
+
+
+def _strip_session_params(href: str, query_at: int) -> str:
+    """`href` without session-id query parameters; the others keep their order and spelling.
+
+    A query left empty goes, as `?` alone does.
+    """
+    params = href[query_at + 1 :].split("&")
+    kept = [param for param in params if not _is_session_param(param)]
+    if len(kept) == len(params):
+        return href
+    query = "&".join(kept)
+    return href[: query_at + 1] + query if query else href[:query_at]
+
+
+def _is_session_param(param: str) -> bool:
+    name = param.partition("=")[0].lower()
+    return name in SESSION_PARAMS or name.startswith("aspsessionid")
 
 
 def _strip_host_dots(href: str) -> str:
@@ -97,6 +151,24 @@ def origin(url: str) -> str:
     return url[: url.find("://") + 3] + host_key(url)
 
 
+def template(url: str) -> str:
+    """The shape of a normalized URL: its origin, its path with every run of digits as `#`, and its query's
+    parameter names (sorted, each once, digits collapsed too) without their values.
+
+    `http://h/cal/2026/01/?view=month&d=3` and `http://h/cal/2031/12/?d=9&view=week` share the template
+    `http://h/cal/#/#/?d&view`: an endless calendar, or any other page generator, shows up as one template
+    with ever more URLs. The origin is kept as it is (127.0.0.1 and 127.0.0.2 are two hosts).
+    """
+    start = url.find("/", 8)  # as in `normalize`: the path starts at the first '/' from index 8 on
+    if start < 0:
+        return url
+    query_at = url.find("?", start)
+    if query_at < 0:
+        return url[:start] + _DIGITS.sub("#", url[start:])
+    names = sorted({param.partition("=")[0] for param in url[query_at + 1 :].split("&") if param})
+    return url[:start] + _DIGITS.sub("#", f"{url[start:query_at]}?{'&'.join(names)}")
+
+
 def partition_of(host: str, partitions: int) -> int:
     """The partition (0 … partitions-1) a host key belongs to; stable across processes and machines.
 
@@ -110,7 +182,8 @@ def surt(url: str) -> str:
 
     Follows the `surt` package's defaults (host reversed with commas, leading `www`/`www<digits>` label
     dropped, userinfo dropped, path and query lowercased, trailing slash removed, query arguments sorted)
-    except that percent escapes are kept as `normalize` leaves them and session ids are not removed.
+    except that percent escapes are kept as `normalize` leaves them and only the session ids `normalize`
+    knows (`SESSION_PARAMS`) are removed.
     """
     url = normalize(url)
     start = url.find("://") + 3

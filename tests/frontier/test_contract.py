@@ -1,7 +1,8 @@
 """The frontier contract: every backend must pass these (see `webtrawl.frontier.base`).
 
 A backend joins by adding a factory to `BACKENDS`: an async context manager yielding
-`(frontier, reopen)` where `reopen()` closes the frontier as a dying process would and opens it again.
+`(frontier, reopen)` where `reopen()` closes the frontier as a dying process would and opens it again;
+it takes the budgets `(max URLs per host, max URLs per template)`, None meaning no limit.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from webtrawl.config import PolitenessConfig
 from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
 from webtrawl.frontier.base import Frontier
+from webtrawl.frontier.budgets import Budgets
 from webtrawl.frontier.sqlite import SqliteFrontier
 from webtrawl.models import Capture, Completion, Entry, NewURL
 from webtrawl.store.crawls import open_crawl
@@ -30,14 +33,16 @@ Reopen = Callable[[], Awaitable[Frontier]]
 
 
 @asynccontextmanager
-async def sqlite_backend(tmp_path: Path, politeness: Politeness) -> AsyncIterator[tuple[Frontier, Reopen]]:
+async def sqlite_backend(
+    tmp_path: Path, politeness: Politeness, budgets: tuple[int | None, int | None] = (None, None)
+) -> AsyncIterator[tuple[Frontier, Reopen]]:
     dbs: list[Database] = []
 
     async def open_frontier() -> Frontier:
         db = await Database(tmp_path / "crawl.db").open()
         dbs.append(db)
         crawl_id, _ = await db.run(open_crawl, "test", {"seeds": []})
-        return await SqliteFrontier.open(db, crawl_id, politeness)
+        return await SqliteFrontier.open(db, crawl_id, politeness, budgets=Budgets(*budgets))
 
     async def reopen() -> Frontier:
         await dbs[-1].close()  # no frontier.close(): running URLs stay running, as after a crash
@@ -75,11 +80,16 @@ def done(entry: Entry, *children: NewURL, capture: bool = False) -> Completion:
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path):
-    def make(per_host: int = 10, delay: float = 0.0, robots_known: bool = True):
+    def make(
+        per_host: int = 10,
+        delay: float = 0.0,
+        robots_known: bool = True,
+        budgets: tuple[int | None, int | None] = (None, None),
+    ):
         politeness = Politeness(
             PolitenessConfig(per_host=per_host, delay=delay), robots=ALLOW_ALL if robots_known else None
         )
-        return BACKENDS[request.param](tmp_path, politeness), politeness
+        return BACKENDS[request.param](tmp_path, politeness, budgets), politeness
 
     return make
 
@@ -242,3 +252,98 @@ async def test_sqlite_commit_writes_captures_links_drops_and_checkpoint(tmp_path
     assert conn.execute("SELECT COUNT(*) FROM links").fetchone() == (1,)
     hits = conn.execute("SELECT url FROM captures_fts WHERE captures_fts MATCH 'zebra'").fetchall()
     assert hits == [("http://a.test/",)]
+
+
+# -- budgets ----------------------------------------------------------------------------------------
+
+
+async def claimed_paths(frontier: Frontier) -> set[str]:
+    return {"/" + e.url.split("/", 3)[3] for e in await frontier.claim(10_000)}
+
+
+async def test_host_budget_admits_new_urls_up_to_the_limit(backend) -> None:
+    ctx, _ = backend(budgets=(5, None))
+    async with ctx as (frontier, _reopen):
+        assert await frontier.add([url(f"/{i}") for i in range(3)]) == 3
+        assert await frontier.add([url(f"/{i}") for i in range(3, 8)] + [url("/x", host="b.test")]) == 3
+        assert await claimed_paths(frontier) == {"/0", "/1", "/2", "/3", "/4", "/x"}
+
+
+async def test_template_budget_counts_digit_runs_and_query_names_as_one_shape(backend) -> None:
+    ctx, _ = backend(budgets=(None, 3))
+    async with ctx as (frontier, _reopen):
+        calendar = [url(f"/cal/{2026 + i // 12}/{i % 12 + 1:02d}/") for i in range(10)]
+        search = [url("/find?q=w&page=0"), url("/find?page=1&q=z"), url("/find?q=a&page=2&q=b")]
+        await frontier.add([*calendar, *search, url("/find?q=y&page=3"), url("/find?sort=x")])
+        assert await claimed_paths(frontier) == {
+            "/cal/2026/01/",
+            "/cal/2026/02/",
+            "/cal/2026/03/",
+            "/find?q=w&page=0",
+            "/find?page=1&q=z",
+            "/find?q=a&page=2&q=b",
+            "/find?sort=x",
+        }
+
+
+async def test_a_url_already_in_the_frontier_never_counts_twice(backend) -> None:
+    ctx, _ = backend(budgets=(3, 2))
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/p/1", depth=3), url("/p/2", depth=3)])
+        # found again, and found closer (its depth is lowered): neither costs budget
+        await frontier.add([url("/p/1", depth=3), url("/p/2", depth=1), url("/p/2", depth=1)])
+        await frontier.add([url("/other")])
+        entries = {e.url.removeprefix("http://a.test"): e for e in await frontier.claim(10)}
+        assert set(entries) == {"/p/1", "/p/2", "/other"}
+        assert entries["/p/2"].depth == 1
+        await frontier.complete([done(entries["/p/1"], url("/p/2"), url("/p/3"), url("/p/1"))], {})
+        counts = await frontier.counts()
+        assert counts.total == 3  # /p/3 was over both budgets
+
+
+async def test_seeds_are_exempt_and_sitemap_entries_skip_the_template_budget(backend) -> None:
+    ctx, _ = backend(budgets=(4, 1))
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url(f"/s/{i}", depth=0, kind="seed") for i in range(3)])
+        await frontier.add([url(f"/m/{i}", kind="sitemap") for i in range(3)])  # 1 fits the host budget
+        await frontier.add([url(f"/s/{i}", host="b.test", depth=0, kind="seed") for i in range(3, 8)])
+        await frontier.add([url(f"/l/{i}", host="b.test") for i in range(3)])  # over the host budget
+        assert await claimed_paths(frontier) == {"/s/0", "/s/1", "/s/2", "/m/0", *(f"/s/{i}" for i in range(3, 8))}
+
+
+async def test_budget_counts_survive_a_reopen(backend) -> None:
+    ctx, _ = backend(budgets=(None, 4))
+    async with ctx as (frontier, reopen):
+        await frontier.add([url(f"/item/{i}") for i in range(3)])
+        frontier = await reopen()
+        await frontier.add([url(f"/item/{i}") for i in range(1, 6)])
+        assert await claimed_paths(frontier) == {f"/item/{i}" for i in range(4)}
+
+
+async def test_a_batch_crossing_the_limit_keeps_its_first_new_urls(backend) -> None:
+    ctx, _ = backend(budgets=(None, 5))
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/n/1"), url("/n/3")])
+        await frontier.add([url(f"/n/{i}") for i in range(8)])  # /n/1 and /n/3 are not new
+        assert await claimed_paths(frontier) == {f"/n/{i}" for i in range(5)}
+
+
+@pytest.mark.parametrize("name", ["sqlite"])
+async def test_sqlite_budget_drops_are_recorded_with_reason_and_referrer(tmp_path: Path, name: str) -> None:
+    politeness = Politeness(PolitenessConfig(per_host=10, delay=0), robots=ALLOW_ALL)
+    async with sqlite_backend(tmp_path, politeness, (3, 1)) as (frontier, _reopen):
+        await frontier.add([url("/", depth=0, kind="seed")], [("http://elsewhere.test/m", "out-of-scope")])
+        [seed] = await frontier.claim(10)
+        # the seed counts (host 1 of 3, template "/" 1 of 1); /a/1 and /a/2 share a template
+        children = [replace(url(path), referrer_fp=seed.fp) for path in ("/a/1", "/a/2", "/b", "/c", "/d")]
+        await frontier.complete([done(seed, *children)], {})
+    conn = sqlite3.connect(tmp_path / "crawl.db", isolation_level=None)
+    dropped = conn.execute("SELECT url, reason, referrer_fp FROM dropped ORDER BY url").fetchall()
+    assert dropped == [
+        ("http://a.test/a/2", "template-budget", seed.fp),
+        ("http://a.test/c", "host-budget", seed.fp),
+        ("http://a.test/d", "host-budget", seed.fp),
+        ("http://elsewhere.test/m", "out-of-scope", None),
+    ]
+    # a refused URL is no link target either
+    assert {dst for (dst,) in conn.execute("SELECT dst_fp FROM links")} == {children[0].fp, children[2].fp}

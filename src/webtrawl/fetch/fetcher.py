@@ -8,26 +8,39 @@ What it deliberately does not do, because other stages own it:
 - follow redirects (a 3xx is an ordinary outcome; its target goes through scope and the frontier);
 - decompress (the body is kept exactly as received, for the WARC record; parsing decodes a bounded copy);
 - limit requests per host (politeness is decided when the frontier hands URLs out).
+
+What it does for every request: names resolve through one cached `Resolver`, whose guard (and a check of
+literal IP hosts here) keeps the crawl out of private networks; `--header` lines, `--auth` credentials
+(for their host only: every redirect hop is a fetch of its own, so they never follow one elsewhere),
+`--proxy` and `--cookies` apply.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import errno
 import logging
 import math
+import re
 import socket
 import sys
 import time
+from collections.abc import Iterable, Sequence
+from http.cookies import BaseCookie, Morsel
 from types import TracebackType
+from typing import Any
 
 import aiohttp
 from aiohttp import ClientResponse
 from aiohttp.http import HttpVersion10, HttpVersion11
+from multidict import CIMultiDict
+from yarl import URL
 
-from ..config import FetchConfig
+from ..config import FetchConfig, parse_auth, parse_header
 from ..models import FetchOutcome
+from .dns import AddressGuard, ResolveError, Resolver, gai_reason, parse_network, parse_pin
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +70,8 @@ class Fetcher:
     same session, so the crawl builds one `Fetcher` and passes it around.
     """
 
-    def __init__(self, config: FetchConfig, *, concurrency: int) -> None:
+    def __init__(self, config: FetchConfig, *, concurrency: int, seeds: Iterable[str] = ()) -> None:
+        """`seeds`: URLs whose hosts' current addresses the private-network guard lets through."""
         self._config = config
         self._concurrency = concurrency
         self._all_types = config.fetch_non_html
@@ -67,18 +81,27 @@ class Fetcher:
             sock_connect=config.connect_timeout,
             sock_read=config.read_timeout,
         )
-        self._headers = {
-            "User-Agent": config.user_agent,
-            "Accept": ACCEPT,
-            "Accept-Encoding": ACCEPT_ENCODING,
+        self._headers = _headers(config)
+        self._auth = {
+            key: {"Authorization": _basic(user, password)} for key, user, password in map(parse_auth, config.auth)
         }
+        self._guard = AddressGuard(map(parse_network, config.allow_private)) if config.block_private else None
+        # The proxy is trusted like the seeds: with one, the guard sees only the proxy's address.
+        self._trusted = [_hostname(url) for url in (*seeds, *([config.proxy] if config.proxy else []))]
         self._session: aiohttp.ClientSession | None = None
+        self._resolver: Resolver | None = None
 
     async def __aenter__(self) -> Fetcher:
+        config = self._config
+        self._resolver = resolver = Resolver(ttl=config.dns_ttl, pins=map(parse_pin, config.resolve), guard=self._guard)
+        await resolver.allow_hosts(self._trusted)
         connector = aiohttp.TCPConnector(
             limit=self._concurrency,
             limit_per_host=0,
-            ttl_dns_cache=300,
+            # The resolver caches, so that every new connection is judged by the guard.
+            resolver=resolver,
+            use_dns_cache=False,
+            ssl=not config.insecure,
             enable_cleanup_closed=_NEEDS_CLEANUP_CLOSED,
         )
         self._session = aiohttp.ClientSession(
@@ -86,9 +109,10 @@ class Fetcher:
             headers=self._headers,
             timeout=self._timeout,
             auto_decompress=False,
-            # Cookies would make requests depend on the order pages were fetched in, and the jar costs
-            # CPU on every request; a crawl fetches each page as a first-time visitor.
-            cookie_jar=aiohttp.DummyCookieJar(),
+            # Without --cookies a crawl fetches each page as a first-time visitor: requests do not depend
+            # on the order pages were fetched in, and no jar costs CPU on every request.
+            cookie_jar=HostCookieJar(unsafe=True) if config.cookies else aiohttp.DummyCookieJar(),
+            proxy=config.proxy,
             max_line_size=_MAX_HEADER_LINE,
             max_field_size=_MAX_HEADER_LINE,
         )
@@ -103,6 +127,17 @@ class Fetcher:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._resolver is not None:
+            await self._resolver.close()
+            self._resolver = None
+
+    def address_of(self, origin: str) -> str | None:
+        """The address `origin`'s host is known to have now (from the DNS cache), or None."""
+        if self._resolver is None:
+            return None
+        authority = origin.partition("//")[2]
+        host = authority[: authority.index("]") + 1] if authority.startswith("[") else authority.partition(":")[0]
+        return self._resolver.cached(host)
 
     async def fetch(self, url: str, *, any_type: bool = False, max_size: int | None = None) -> FetchOutcome:
         """GET `url` once, without following redirects, and report what happened.
@@ -118,7 +153,17 @@ class Fetcher:
         start = loop.time()
         outcome = FetchOutcome(url=url, started_at=time.time())
         try:
-            resp = await session.get(url, allow_redirects=False)
+            target = URL(url)  # parsed once here: aiohttp takes the parsed URL as it is
+            guard = self._guard
+            # An IP literal never reaches the resolver (which judges the addresses of names).
+            if guard is not None and (blocked := guard.check_host(target.raw_host or "")):
+                outcome.error = blocked
+                return outcome
+            if self._auth:
+                auth = self._auth.get(target.host_port_subcomponent or "")
+                resp = await session.get(target, allow_redirects=False, headers=auth)
+            else:
+                resp = await session.get(target, allow_redirects=False)
         except Exception as exc:
             outcome.error, outcome.retryable = describe_error(exc)
             outcome.elapsed = loop.time() - start
@@ -147,6 +192,54 @@ class Fetcher:
                 resp.close()
         outcome.elapsed = loop.time() - start
         return outcome
+
+
+def _hostname(url: str) -> str:
+    try:
+        return URL(url).raw_host or ""
+    except ValueError:
+        return ""
+
+
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def _headers(config: FetchConfig) -> CIMultiDict[str]:
+    """The headers of every request: ours, with any the user names replaced by the user's."""
+    headers = CIMultiDict({"User-Agent": config.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING})
+    extra = [parse_header(line) for line in config.headers]
+    for name, _value in extra:
+        headers.popall(name, None)
+    for name, value in extra:
+        headers.add(name, value)
+    return headers
+
+
+_NO_URL = URL()
+_DOMAIN_ATTRIBUTE = re.compile(r";\s*domain\s*=[^;]*", re.IGNORECASE)
+
+
+class HostCookieJar(aiohttp.CookieJar):
+    """A cookie jar that keeps every host's cookies to that host.
+
+    The Domain attribute is dropped, so each cookie is host-only: without a list of public suffixes a
+    jar cannot tell `Domain=example.com` (shared by one site's hosts) from `Domain=github.io` (shared by
+    strangers), and a crawl visiting many sites must not carry one site's cookies to another.
+    """
+
+    def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
+        super().update_cookies_from_headers([_DOMAIN_ATTRIBUTE.sub("", line) for line in headers], response_url)
+
+    def update_cookies(self, cookies: Any, response_url: URL = _NO_URL) -> None:
+        items = cookies.items() if isinstance(cookies, BaseCookie | dict) else cookies
+        kept = []
+        for name, value in items:
+            if isinstance(value, Morsel) and value["domain"]:
+                value = value.copy()
+                value["domain"] = ""
+            kept.append((name, value))
+        super().update_cookies(kept, response_url)
 
 
 def _read_head(resp: ClientResponse, outcome: FetchOutcome) -> None:
@@ -252,13 +345,19 @@ def describe_error(exc: BaseException) -> tuple[str, bool]:
         return "read timeout", True
     if isinstance(exc, TimeoutError):
         return "total timeout", True
+    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, ResolveError):
+        return exc.os_error.reason, exc.os_error.retryable  # the resolver's own words (dns:, blocked:)
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         gai = exc.os_error
-        # Only a temporary resolver failure is worth retrying; a name that does not exist stays so.
-        return f"dns: {gai.strerror or gai}", gai.errno == socket.EAI_AGAIN
+        if isinstance(gai, socket.gaierror):
+            return gai_reason(gai)
+        return _short(f"dns: {gai.strerror or gai}"), True
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        cert = exc.certificate_error
+        detail = getattr(cert, "verify_message", None) or getattr(cert, "reason", None) or cert
+        return _short(f"tls: certificate verify failed: {detail}"), False
     if isinstance(exc, aiohttp.ClientSSLError):
-        detail = getattr(exc, "certificate_error", None) or exc.os_error
-        return _short(f"tls: {detail}"), False
+        return _short(f"tls: {exc.os_error}"), False
     if isinstance(exc, aiohttp.ClientConnectorError):
         os_error = exc.os_error
         return _CONNECT_ERRNOS.get(os_error.errno or 0) or _short(f"connect: {os_error}"), True

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 
@@ -45,6 +46,10 @@ class HostSlot:
     robots_attempts: int = 0
     robots_after: float = 0.0
     """Monotonic time before which robots.txt is not asked again (after an unreachable one)."""
+    ip: str | None = None
+    """The address the host's last response came from (per-IP limits apply once it is known)."""
+    ip_held: int = 0
+    """Requests in flight counted against `ip`."""
 
 
 class Politeness:
@@ -69,8 +74,11 @@ class Politeness:
         self._backoff = backoff
         self._max_hosts = max_hosts
         self._hosts: OrderedDict[str, HostSlot] = OrderedDict()
+        self._ip_active: dict[str, int] = {}
         self.robots_wanted: set[str] = set()
         """Hosts with URLs waiting whose robots.txt is wanted now: the crawler fetches it."""
+        self.address_of: Callable[[str], str | None] | None = None
+        """Where per-IP limits learn a host's address before its first response (the DNS cache)."""
 
     def _slot(self, host: str) -> HostSlot:
         slot = self._hosts.get(host)
@@ -99,6 +107,11 @@ class Politeness:
         if now < slot.next_start:
             return 0
         free = self._config.per_host - slot.active
+        if self._config.per_ip is not None:
+            if slot.ip is None and self.address_of is not None:
+                slot.ip = self.address_of(host)
+            if slot.ip is not None:
+                free = min(free, self._config.per_ip - self._ip_active.get(slot.ip, 0))
         if free <= 0:
             return 0
         # With a delay, requests start one at a time, `delay` apart.
@@ -113,13 +126,28 @@ class Politeness:
         slot = self._slot(host)
         now = time.monotonic() if now is None else now
         slot.active += 1
+        if slot.ip is not None:
+            slot.ip_held += 1
+            self._ip_active[slot.ip] = self._ip_active.get(slot.ip, 0) + 1
         slot.previous_start = slot.next_start
         slot.next_start = now + slot.delay
 
-    def release(self, host: str, *, elapsed: float | None = None, overloaded: bool = False) -> None:
-        """A request to `host` ended; with adaptive delays its duration and status steer the next delay."""
+    def started(self, host: str, now: float) -> None:
+        """The requests reserved for `host` start now: the delay counts from here."""
         slot = self._slot(host)
-        slot.active -= 1
+        slot.next_start = now + slot.delay
+
+    def release(
+        self, host: str, *, elapsed: float | None = None, overloaded: bool = False, ip: str | None = None
+    ) -> None:
+        """A request to `host` ended (from address `ip`, when known).
+
+        With adaptive delays its duration and status steer the host's next delay.
+        """
+        slot = self._slot(host)
+        self._leave(slot)
+        if ip is not None and slot.ip_held == 0:  # an address changes only between counted requests
+            slot.ip = ip
         config = self._config
         if not config.adaptive or elapsed is None:
             return
@@ -133,8 +161,18 @@ class Politeness:
     def cancel(self, host: str) -> None:
         """Undo a `reserve` for a URL that was dropped without a request."""
         slot = self._slot(host)
-        slot.active -= 1
+        self._leave(slot)
         slot.next_start = slot.previous_start
+
+    def _leave(self, slot: HostSlot) -> None:
+        slot.active -= 1
+        if slot.ip is not None and slot.ip_held > 0:
+            slot.ip_held -= 1
+            left = self._ip_active[slot.ip] - 1
+            if left > 0:
+                self._ip_active[slot.ip] = left
+            else:
+                del self._ip_active[slot.ip]
 
     def delay(self, host: str) -> float:
         return self._slot(host).delay

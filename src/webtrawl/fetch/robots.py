@@ -65,6 +65,8 @@ ALLOW_ALL = RobotsRules()
 """Rules that allow everything: a site without robots.txt, or a crawl told to ignore it."""
 
 _UNREACHABLE = RobotsRules(unreachable=True)
+_NEVER_SENT = ("blocked:", "dns:", "tls:")
+"""Reasons of fetches that failed for good before any request reached a server."""
 
 
 def robots_url(origin: str) -> str:
@@ -91,6 +93,10 @@ def rules_from_outcome(outcome: FetchOutcome | None, user_agent: str) -> RobotsR
     A 3xx here is a redirect the caller did not follow any further, which counts as "no robots.txt".
     """
     if outcome is None or outcome.status is None:
+        if outcome is not None and not outcome.retryable and (outcome.error or "").startswith(_NEVER_SENT):
+            # No server was asked (a refused address, a name that does not exist, a bad certificate): the
+            # site's pages will fail the same way, each with that reason rather than "robots.txt unreachable".
+            return ALLOW_ALL
         return _UNREACHABLE
     status = outcome.status
     if 200 <= status < 300:

@@ -2,6 +2,10 @@
 
 Contracts every backend keeps (a contract test suite runs against each):
 - `add` ignores URLs it has seen, except that a URL still waiting takes the smaller depth.
+- With budgets, a URL new to the frontier is added only while its host, and its template, have fewer
+  URLs than their budget (seeds always; sitemap entries regardless of the template budget); one over
+  budget is recorded as dropped ("host-budget", "template-budget"). A URL already there never counts
+  again, and the counts survive a reopen.
 - `claim(n)` hands out at most `n` waiting URLs, only of hosts the politeness state says are ready
   (it reserves their slots); per host the smallest depth goes first, and across hosts the lowest ready
   depth. A handed-out URL is `running` until it comes back through `complete`.
@@ -36,8 +40,12 @@ class FrontierCounts:
 
 
 class Frontier(Protocol):
-    async def add(self, urls: Sequence[NewURL]) -> int:
-        """Add URLs (seeds, sitemap entries); returns how many were new."""
+    async def add(self, urls: Sequence[NewURL], drops: Sequence[tuple[str, str]] = ()) -> int:
+        """Add URLs (seeds, sitemap entries); returns how many were new (or found at a smaller depth).
+
+        `drops` are (url, reason) pairs refused before reaching the frontier (by the scope), recorded
+        with the URLs so the report counts them.
+        """
         ...
 
     async def claim(self, n: int) -> list[Entry]:

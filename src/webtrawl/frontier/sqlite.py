@@ -6,13 +6,17 @@ URLs waiting to be retried, when the first retry is due. A claim picks the ready
 heads and runs one indexed query per chosen host; everything else (adds, captures, state changes,
 archive checkpoint) happens in one transaction per completed batch.
 
-Data owned by the writer thread (host ids) is only mutated there; `_heads` and `_retry_at` only on the
-event loop, from the rows the writer thread returns.
+New URLs are held to the crawl's budgets (`budgets.Budgets`) as they are inserted; URLs over a budget
+are recorded as dropped instead.
+
+Data owned by the writer thread (host ids, budget counters) is only mutated there; `_heads` and
+`_retry_at` only on the event loop, from the rows the writer thread returns.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +28,7 @@ from ..store.db import Database, transaction
 from ..store.index import capture_row, insert_captures
 from ..urls import fingerprint
 from .base import FrontierCounts
+from .budgets import Budgets
 
 Row = tuple[Any, ...]
 
@@ -36,14 +41,19 @@ random index probe each. When full, the cache starts over: it only saves work, t
 MAX_STORED_URL = 4096
 """Dropped URLs are kept to this length: a hostile page may link 100 KB URLs."""
 
+_DROP = "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) VALUES (?, ?, ?, ?, ?)"
+_KNOWN_CHUNK = 500
+"""Fingerprints looked up in one `IN (…)` query."""
+
 
 class SqliteFrontier:
     """The `Frontier` of an embedded crawl."""
 
-    def __init__(self, db: Database, crawl_id: int, politeness: Politeness) -> None:
+    def __init__(self, db: Database, crawl_id: int, politeness: Politeness, *, budgets: Budgets | None = None) -> None:
         self._db = db
         self._crawl = crawl_id
         self._politeness = politeness
+        self._budgets = budgets or Budgets(None, None)
         self._host_ids: dict[str, int] = {}
         self._host_names: dict[int, str] = {}
         self._heads: dict[int, int] = {}
@@ -59,9 +69,14 @@ class SqliteFrontier:
         self._seq = 0
 
     @classmethod
-    async def open(cls, db: Database, crawl_id: int, politeness: Politeness) -> SqliteFrontier:
-        """Open the crawl's frontier; URLs a dead process left running go back to waiting."""
-        frontier = cls(db, crawl_id, politeness)
+    async def open(
+        cls, db: Database, crawl_id: int, politeness: Politeness, *, budgets: Budgets | None = None
+    ) -> SqliteFrontier:
+        """Open the crawl's frontier; URLs a dead process left running go back to waiting.
+
+        Without `budgets`, no budget applies; with them, their counters are rebuilt from the frontier.
+        """
+        frontier = cls(db, crawl_id, politeness, budgets=budgets)
         heads, retries, done, seq = await db.run(frontier._load, time.time())
         frontier._heads, frontier._retry_at, frontier._done, frontier._seq = heads, retries, done, seq
         return frontier
@@ -88,38 +103,62 @@ class SqliteFrontier:
         (seq,) = conn.execute(
             "SELECT MAX(MAX(added_seq), COALESCE(MAX(claim_seq), 0)) FROM urls WHERE crawl_id = ?", (crawl,)
         ).fetchone()
+        if self._budgets.active:
+            self._budgets.load(
+                conn.execute("SELECT host_id, COUNT(*) FROM urls WHERE crawl_id = ? GROUP BY host_id", (crawl,)),
+                (url for (url,) in conn.execute("SELECT url FROM urls WHERE crawl_id = ?", (crawl,))),
+            )
         return heads, retries, done, seq or 0
 
     # -- adding -----------------------------------------------------------------------------------
 
-    async def add(self, urls: Sequence[NewURL]) -> int:
+    async def add(self, urls: Sequence[NewURL], drops: Sequence[tuple[str, str]] = ()) -> int:
         self._seq += 1
-        changed = await self._db.run(self._add_in_transaction, self._unseen(urls), self._seq, time.time())
+        changed = await self._db.run(self._add_in_transaction, self._unseen(urls), list(drops), self._seq, time.time())
         self._raise_heads(changed)
         return len(changed)
 
-    def _add_in_transaction(self, conn: sqlite3.Connection, urls: Sequence[NewURL], seq: int, now: float) -> list[Row]:
+    def _add_in_transaction(
+        self, conn: sqlite3.Connection, urls: Sequence[NewURL], drops: list[tuple[str, str]], seq: int, now: float
+    ) -> list[Row]:
         with transaction(conn):
-            return self._insert_urls(conn, urls, seq, now)
-
-    def _insert_urls(self, conn: sqlite3.Connection, urls: Iterable[NewURL], seq: int, now: float) -> list[Row]:
-        """Insert new URLs, lower the depth of waiting ones found closer; return (host_id, depth) of both."""
-        rows = [
-            (
-                u.fp,
-                u.url,
-                self._host_id(conn, u.host),
-                u.depth,
-                u.kind,
-                u.referrer_fp,
-                json.dumps(u.via) if u.via else None,
+            conn.executemany(
+                _DROP, [(self._crawl, fingerprint(url), url[:MAX_STORED_URL], reason, None) for url, reason in drops]
             )
-            for u in urls
+            return self._insert_urls(conn, urls, seq, now)[0]
+
+    def _insert_urls(
+        self, conn: sqlite3.Connection, urls: Sequence[NewURL], seq: int, now: float
+    ) -> tuple[list[Row], set[int]]:
+        """Insert new URLs within their budgets, lower the depth of waiting ones found closer.
+
+        Returns (host_id, depth) of the URLs inserted or lowered, and the fingerprints of those refused
+        for a budget (recorded as dropped, with the reason).
+        """
+        host_ids = [self._host_id(conn, u.host) for u in urls]
+        budgets = self._budgets
+        refused: dict[int, str] = {}
+        pending: list[tuple[int, int | None]] = []
+        if budgets.active:
+            refused, pending = budgets.admit(urls, host_ids, lambda fps: self._known(conn, fps))
+        rows = [
+            (u.fp, u.url, host_ids[i], u.depth, u.kind, u.referrer_fp, json.dumps(u.via) if u.via else None)
+            for i, u in enumerate(urls)
+            if i not in refused
         ]
+        if refused:
+            conn.executemany(
+                _DROP,
+                [
+                    (self._crawl, urls[i].fp, urls[i].url[:MAX_STORED_URL], reason, urls[i].referrer_fp)
+                    for i, reason in refused.items()
+                ],
+            )
         if not rows:
-            return []
+            return [], {urls[i].fp for i in refused}
+        before = conn.execute("SELECT COALESCE(MAX(id), 0) FROM urls").fetchone()[0] if budgets.active else 0
         conn.executemany("INSERT INTO temp.new_urls VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        changed = conn.execute(
+        returned = conn.execute(
             """
             INSERT INTO urls(crawl_id, fp, url, host_id, depth, kind, referrer_fp, via, state, added_seq,
                              discovered_at, updated_at)
@@ -128,12 +167,34 @@ class SqliteFrontier:
                 depth = excluded.depth, referrer_fp = excluded.referrer_fp, via = excluded.via,
                 kind = excluded.kind, added_seq = excluded.added_seq, updated_at = excluded.updated_at
             WHERE excluded.depth < urls.depth AND urls.state = 0
-            RETURNING host_id, depth
+            RETURNING host_id, depth, fp, id
             """,
             (self._crawl, seq, now, now),
         ).fetchall()
         conn.execute("DELETE FROM temp.new_urls")
-        return changed
+        if budgets.active:
+            new = {fp for _host, _depth, fp, row_id in returned if row_id > before}
+            counted = []
+            for i, u in enumerate(urls):
+                if u.fp in new:
+                    new.discard(u.fp)  # a URL listed twice in one batch counts once
+                    counted.append(pending[i])
+            budgets.count_new(counted)
+        return [(host_id, depth) for host_id, depth, _fp, _id in returned], {urls[i].fp for i in refused}
+
+    def _known(self, conn: sqlite3.Connection, fps: list[int]) -> set[int]:
+        """Which of `fps` are in the frontier already."""
+        known: set[int] = set()
+        for start in range(0, len(fps), _KNOWN_CHUNK):
+            chunk = fps[start : start + _KNOWN_CHUNK]
+            known.update(
+                fp
+                for (fp,) in conn.execute(
+                    f"SELECT fp FROM urls WHERE crawl_id = ? AND fp IN ({', '.join('?' * len(chunk))})",
+                    (self._crawl, *chunk),
+                )
+            )
+        return known
 
     def _unseen(self, urls: Iterable[NewURL]) -> list[NewURL]:
         """The URLs not known (in memory) to be in the frontier already at the same or a smaller depth."""
@@ -180,8 +241,14 @@ class SqliteFrontier:
             return []
         ready.sort()
         plan = []
-        for _depth, _served, host_id, free in ready:
-            take = min(free, n)
+        for _depth, _served, host_id, _free in ready:
+            host = names[host_id]
+            # Asked again: a host planned just before may share this one's address (per-IP limits).
+            take = min(politeness.free_slots(host, mono), n)
+            if take <= 0:
+                continue
+            for _ in range(take):
+                politeness.reserve(host, mono)
             plan.append((host_id, take))
             n -= take
             if n == 0:
@@ -203,9 +270,14 @@ class SqliteFrontier:
                 self._heads.pop(host_id, None)
             else:
                 self._heads[host_id] = head
-        mono = time.monotonic()  # the requests start now, not when the claim began
-        for entry in entries:
-            politeness.reserve(entry.host, mono)
+        got = Counter(entry.host for entry in entries)
+        started = time.monotonic()  # the requests start now, not when the claim began
+        for host_id, take in plan:
+            host = names[host_id]
+            for _ in range(take - got[host]):
+                politeness.cancel(host)
+            if got[host]:
+                politeness.started(host, started)
         self._running += len(entries)
         return entries
 
@@ -311,10 +383,15 @@ class SqliteFrontier:
                 "UPDATE urls SET state = 1, claim_seq = ?, updated_at = ? WHERE crawl_id = ? AND fp = ? AND state = 0",
                 [(claim_seq, at, crawl, fp) for claim_seq, at, fp in claims],
             )
-            changed = self._insert_urls(conn, fresh, seq, now)
+            changed, refused = self._insert_urls(conn, fresh, seq, now)
             conn.executemany(
                 "INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)",
-                [(crawl, item.entry.fp, child.fp) for item in batch for child in item.children],
+                [
+                    (crawl, item.entry.fp, child.fp)
+                    for item in batch
+                    for child in item.children
+                    if child.fp not in refused
+                ],
             )
             insert_captures(conn, crawl, [capture_row(item.capture) for item in batch if item.capture])
             conn.executemany(
@@ -326,7 +403,7 @@ class SqliteFrontier:
                 ],
             )
             conn.executemany(
-                "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) VALUES (?, ?, ?, ?, ?)",
+                _DROP,
                 [
                     (crawl, fingerprint(url), url[:MAX_STORED_URL], reason, item.entry.fp)
                     for item in batch
