@@ -16,9 +16,9 @@ Data owned by the writer thread (host ids, budget counters) is only mutated ther
 from __future__ import annotations
 
 import json
-from collections import Counter
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
