@@ -118,3 +118,26 @@ async def test_resume_with_changed_scope_is_a_usage_error(site_server: SiteServe
     code, _, err = await webtrawl("crawl", site_server.url, "--out", str(tmp_path), "--deny", "x", *FAST)
     assert code == 2
     one_line_error(err, "other settings", "scope.deny")
+
+
+async def test_config_file_values_hold_unless_a_flag_is_given(tmp_path: Path) -> None:
+    config = tmp_path / "crawl.toml"
+    config.write_text('[scope]\ndeny = ["/private/"]\n[politeness]\ndelay = 0\nper_host = 3\n')
+    out = tmp_path / "out"
+    code, _, err = await webtrawl(
+        "crawl",
+        "http://127.0.0.1:9/",
+        "--out",
+        str(out),
+        "--config",
+        str(config),
+        "--per-host",
+        "5",
+        "--retries",
+        "0",
+        "--ignore-robots",
+        "-q",
+    )
+    assert code == 1, err
+    (identity,) = connect(out).execute("SELECT identity FROM crawls").fetchone()
+    assert json.loads(identity)["scope"]["deny"] == ["/private/"]  # from the file: no --deny was given

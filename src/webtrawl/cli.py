@@ -11,10 +11,12 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from . import __version__
 from .config import CrawlConfig, FetchConfig, PolitenessConfig, ScopeConfig
@@ -55,8 +57,13 @@ def main() -> None:
 @click.option("--adaptive", is_flag=True, help="Each host's delay follows its response times; 429/503 back it off.")
 @click.option("--min-delay", type=float, default=0.0, show_default=True, help="Smallest delay with --adaptive.")
 @click.option("--max-delay", type=float, default=60.0, show_default=True, help="Largest delay with --adaptive.")
-@click.option("--max-crawl-delay", type=float, default=30.0, show_default=True,
-              help="robots.txt Crawl-delay is obeyed up to this many seconds.")
+@click.option(
+    "--max-crawl-delay",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="robots.txt Crawl-delay is obeyed up to this many seconds.",
+)
 @click.option(
     "--scope",
     "scope_mode",
@@ -198,65 +205,84 @@ async def _run(crawler: Crawler, progress: Progress | None) -> CrawlReport:
         return await crawler.run()
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
+# Each crawl flag: the config part it belongs to (None: CrawlConfig itself), its field, and how the flag's
+# value becomes the field's.
+_FLAG_FIELDS: dict[str, tuple[str | None, str, Callable[[Any], Any]]] = {
+    "scope_mode": ("scope", "mode", _same),
+    "allow": ("scope", "allow", _same),
+    "deny": ("scope", "deny", _same),
+    "max_url_length": ("scope", "max_url_length", _same),
+    "max_depth": ("scope", "max_depth", _same),
+    "max_query_params": ("scope", "max_query_params", _same),
+    "max_repeated_segments": ("scope", "max_repeated_segments", _same),
+    "max_meaningless_symbols": ("scope", "max_meaningless_symbols", _same),
+    "page_requisites": ("scope", "page_requisites", _same),
+    "ignore_nofollow": ("scope", "follow_nofollow", _same),
+    "max_urls_per_host": ("scope", "max_urls_per_host", lambda n: n or None),
+    "max_urls_per_template": ("scope", "max_urls_per_template", lambda n: n or None),
+    "sitemaps": ("scope", "sitemaps", _same),
+    "max_sitemap_urls": ("scope", "max_sitemap_urls", _same),
+    "max_size": ("fetch", "max_size", _same),
+    "fetch_non_html": ("fetch", "fetch_non_html", _same),
+    "timeout": ("fetch", "read_timeout", _same),
+    "retries": ("fetch", "max_attempts", lambda n: n + 1),
+    "ignore_robots": ("fetch", "respect_robots", lambda ignore: not ignore),
+    "user_agent": ("fetch", "user_agent", _same),
+    "dns_ttl": ("fetch", "dns_ttl", _same),
+    "resolve": ("fetch", "resolve", _same),
+    "block_private": ("fetch", "block_private", _same),
+    "allow_private": ("fetch", "allow_private", _same),
+    "insecure": ("fetch", "insecure", _same),
+    "header": ("fetch", "headers", _same),
+    "auth": ("fetch", "auth", _same),
+    "proxy": ("fetch", "proxy", _same),
+    "cookies": ("fetch", "cookies", _same),
+    "per_host": ("politeness", "per_host", _same),
+    "per_ip": ("politeness", "per_ip", _same),
+    "delay": ("politeness", "delay", _same),
+    "adaptive": ("politeness", "adaptive", _same),
+    "min_delay": ("politeness", "min_delay", _same),
+    "max_delay": ("politeness", "max_delay", _same),
+    "max_crawl_delay": ("politeness", "max_crawl_delay", _same),
+    "concurrency": (None, "concurrency", _same),
+    "max_pages": (None, "max_pages", _same),
+    "max_time": (None, "max_time", _same),
+    "warc_size": (None, "warc_size", _same),
+    "mirror": (None, "mirror", _same),
+}
+
+
 def _build_config(
     seeds: tuple[str, ...], out: Path, name: str, config_file: Path | None, flags: dict[str, Any]
 ) -> CrawlConfig:
-    scope = ScopeConfig(
-        mode=flags["scope_mode"],
-        allow=flags["allow"],
-        deny=flags["deny"],
-        max_url_length=flags["max_url_length"],
-        max_depth=flags["max_depth"],
-        max_query_params=flags["max_query_params"],
-        max_repeated_segments=flags["max_repeated_segments"],
-        max_meaningless_symbols=flags["max_meaningless_symbols"],
-        page_requisites=flags["page_requisites"],
-        follow_nofollow=flags["ignore_nofollow"],
-        max_urls_per_host=flags["max_urls_per_host"] or None,
-        max_urls_per_template=flags["max_urls_per_template"] or None,
-        sitemaps=flags["sitemaps"],
-        max_sitemap_urls=flags["max_sitemap_urls"],
-    )
+    """The crawl's config from the flags, over the `--config` file when there is one.
+
+    With a file, only the flags given on the command line override it: a flag left at its default must not
+    hide the file's value.
+    """
     if flags["retries"] < 0:
         raise ConfigError("--retries must be ≥ 0")
-    fetch_args: dict[str, Any] = {
-        "max_size": flags["max_size"],
-        "fetch_non_html": flags["fetch_non_html"],
-        "read_timeout": flags["timeout"],
-        "max_attempts": flags["retries"] + 1,
-        "respect_robots": not flags["ignore_robots"],
-        "dns_ttl": flags["dns_ttl"],
-        "resolve": flags["resolve"],
-        "block_private": flags["block_private"],
-        "allow_private": flags["allow_private"],
-        "insecure": flags["insecure"],
-        "headers": flags["header"],
-        "auth": flags["auth"],
-        "proxy": flags["proxy"],
-        "cookies": flags["cookies"],
-    }
-    if flags["user_agent"] is not None:
-        fetch_args["user_agent"] = flags["user_agent"]
-    settings: dict[str, Any] = {
-        "seeds": seeds,
-        "out": out,
-        "name": name,
-        "scope": scope,
-        "fetch": FetchConfig(**fetch_args),
-        "politeness": PolitenessConfig(
-            per_host=flags["per_host"], per_ip=flags["per_ip"], delay=flags["delay"], adaptive=flags["adaptive"],
-            min_delay=flags["min_delay"],
-            max_delay=flags["max_delay"], max_crawl_delay=flags["max_crawl_delay"],
-        ),
-        "concurrency": flags["concurrency"],
-        "max_pages": flags["max_pages"],
-        "max_time": flags["max_time"],
-        "warc_size": flags["warc_size"],
-        "mirror": flags["mirror"],
-    }
+    ctx = click.get_current_context()
+    given = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
+    parts: dict[str, dict[str, Any]] = {"scope": {}, "fetch": {}, "politeness": {}}
+    settings: dict[str, Any] = {"seeds": seeds, "out": out, "name": name}
+    for flag, value in flags.items():
+        if (config_file is not None and ctx.get_parameter_source(flag) not in given) or value is None:
+            continue
+        part, field, convert = _FLAG_FIELDS[flag]
+        (settings if part is None else parts[part])[field] = convert(value)
     if config_file is not None:
-        return CrawlConfig.from_toml(config_file, **settings)
-    return CrawlConfig(**settings)
+        return CrawlConfig.from_toml(config_file, **settings, **parts)
+    return CrawlConfig(
+        **settings,
+        scope=ScopeConfig(**parts["scope"]),
+        fetch=FetchConfig(**parts["fetch"]),
+        politeness=PolitenessConfig(**parts["politeness"]),
+    )
 
 
 @main.command()

@@ -152,11 +152,11 @@ class ScopeConfig:
     page_requisites: bool = False
     follow_nofollow: bool = False
     max_urls_per_host: int | None = 1_000_000
-    """New URLs one host (scheme, name and port) may bring into the frontier; None: no limit. A last guard
-    against generators the other rules miss: a million pages is days of polite fetching."""
+    """New URLs one host (scheme, name and port) may bring into the frontier; None (or 0): no limit. A last
+    guard against generators the other rules miss: a million pages is days of polite fetching."""
     max_urls_per_template: int | None = 10_000
     """New URLs one template (the URL with digit runs collapsed and query values dropped) may bring in;
-    None: no limit. An endless calendar or a faceted search is one template; a real site rarely has more
+    None (or 0): no limit. An endless calendar or a faceted search is one template; a real site rarely has more
     than this many pages of one numbered shape, and a trap costs at most this many fetches."""
     sitemaps: bool = True
     """Read each host's sitemaps (listed in robots.txt, else /sitemap.xml) and add their URLs at depth 1."""
@@ -176,8 +176,10 @@ class ScopeConfig:
         _positive("max-query-params", self.max_query_params, allow_zero=True)
         _positive("max-repeated-segments", self.max_repeated_segments)
         _positive("max-meaningless-symbols", self.max_meaningless_symbols, allow_none=True, allow_zero=True)
-        _positive("max-urls-per-host", self.max_urls_per_host, allow_none=True)
-        _positive("max-urls-per-template", self.max_urls_per_template, allow_none=True)
+        for budget in ("max_urls_per_host", "max_urls_per_template"):
+            _positive(budget.replace("_", "-"), getattr(self, budget), allow_none=True, allow_zero=True)
+            if getattr(self, budget) == 0:  # TOML has no None: 0 says "no limit", as on the command line
+                object.__setattr__(self, budget, None)
         _positive("max-sitemap-urls", self.max_sitemap_urls)
 
 
@@ -366,12 +368,19 @@ class CrawlConfig:
 
     @classmethod
     def from_toml(cls, path: Path, **overrides: Any) -> CrawlConfig:
-        """Build a config from a TOML file (`[scope]`, `[fetch]`, `[politeness]` tables); `overrides` win."""
+        """Build a config from a TOML file (`[scope]`, `[fetch]`, `[politeness]` tables); `overrides` win.
+
+        An override of a part may be a dict of some of its fields: they replace those fields of the table.
+        """
         try:
             data = tomllib.loads(Path(path).read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from None
         parts = {"scope": ScopeConfig, "fetch": FetchConfig, "politeness": PolitenessConfig}
+        for key in parts:  # a part given as a dict overrides the file's table field by field
+            if isinstance(overrides.get(key), dict):
+                table = data.get(key, {})
+                data[key] = {**(table if isinstance(table, dict) else {}), **overrides.pop(key)}
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key in parts:

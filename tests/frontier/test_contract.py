@@ -345,5 +345,5 @@ async def test_sqlite_budget_drops_are_recorded_with_reason_and_referrer(tmp_pat
         ("http://a.test/d", "host-budget", seed.fp),
         ("http://elsewhere.test/m", "out-of-scope", None),
     ]
-    # a refused URL is no link target either
-    assert {dst for (dst,) in conn.execute("SELECT dst_fp FROM links")} == {children[0].fp, children[2].fp}
+    assert conn.execute("SELECT COUNT(*) FROM links").fetchone() == (5,)  # a link is a link, over budget or not
+    assert {fp for (fp,) in conn.execute("SELECT fp FROM urls")} == {seed.fp, children[0].fp, children[2].fp}

@@ -153,7 +153,9 @@ class Fetcher:
         start = loop.time()
         outcome = FetchOutcome(url=url, started_at=time.time())
         try:
-            target = URL(url)  # parsed once here: aiohttp takes the parsed URL as it is
+            # Parsed once here, and sent exactly as normalized: yarl would otherwise re-encode the path
+            # (`%7E` → `~`), so the server would see another URL than the one recorded.
+            target = URL(url, encoded=True)
             guard = self._guard
             # An IP literal never reaches the resolver (which judges the addresses of names).
             if guard is not None and (blocked := guard.check_host(target.raw_host or "")):

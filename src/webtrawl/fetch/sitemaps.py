@@ -147,10 +147,11 @@ class _HostReader:
                 await asyncio.sleep(wait)
             self.next_start = time.monotonic() + self.delay
             self.politeness.reserve(self.host)
+            outcome: FetchOutcome | None = None
             try:
                 outcome = await self.fetcher.fetch(url, any_type=True, max_size=MAX_SITEMAP_BYTES)
             finally:
-                self.politeness.release(self.host)
+                self.politeness.release(self.host, ip=outcome.ip if outcome is not None else None)
             self.requests += 1
             status = outcome.status
             if status is not None and 200 <= status < 300:

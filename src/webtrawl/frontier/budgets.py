@@ -150,5 +150,6 @@ class Budgets:
             self._templates = {key: n for key, n in self._templates.items() if n >= bar}
             bar *= 2
 
+
 def _key(url: str) -> int:
     return xxh3_64_intdigest(template(url).encode())

@@ -125,16 +125,12 @@ class SqliteFrontier:
             conn.executemany(
                 _DROP, [(self._crawl, fingerprint(url), url[:MAX_STORED_URL], reason, None) for url, reason in drops]
             )
-            return self._insert_urls(conn, urls, seq, now)[0]
+            return self._insert_urls(conn, urls, seq, now)
 
-    def _insert_urls(
-        self, conn: sqlite3.Connection, urls: Sequence[NewURL], seq: int, now: float
-    ) -> tuple[list[Row], set[int]]:
-        """Insert new URLs within their budgets, lower the depth of waiting ones found closer.
-
-        Returns (host_id, depth) of the URLs inserted or lowered, and the fingerprints of those refused
-        for a budget (recorded as dropped, with the reason).
-        """
+    def _insert_urls(self, conn: sqlite3.Connection, urls: Sequence[NewURL], seq: int, now: float) -> list[Row]:
+        """Insert new URLs within their budgets, lower the depth of waiting ones found closer; return
+        (host_id, depth) of both. URLs over a budget are recorded as dropped instead (a page's link to one
+        is still a link: its edge is kept)."""
         host_ids = [self._host_id(conn, u.host) for u in urls]
         budgets = self._budgets
         refused: dict[int, str] = {}
@@ -155,7 +151,7 @@ class SqliteFrontier:
                 ],
             )
         if not rows:
-            return [], {urls[i].fp for i in refused}
+            return []
         before = conn.execute("SELECT COALESCE(MAX(id), 0) FROM urls").fetchone()[0] if budgets.active else 0
         conn.executemany("INSERT INTO temp.new_urls VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         returned = conn.execute(
@@ -180,7 +176,7 @@ class SqliteFrontier:
                     new.discard(u.fp)  # a URL listed twice in one batch counts once
                     counted.append(pending[i])
             budgets.count_new(counted)
-        return [(host_id, depth) for host_id, depth, _fp, _id in returned], {urls[i].fp for i in refused}
+        return [(host_id, depth) for host_id, depth, _fp, _id in returned]
 
     def _known(self, conn: sqlite3.Connection, fps: list[int]) -> set[int]:
         """Which of `fps` are in the frontier already."""
@@ -383,15 +379,10 @@ class SqliteFrontier:
                 "UPDATE urls SET state = 1, claim_seq = ?, updated_at = ? WHERE crawl_id = ? AND fp = ? AND state = 0",
                 [(claim_seq, at, crawl, fp) for claim_seq, at, fp in claims],
             )
-            changed, refused = self._insert_urls(conn, fresh, seq, now)
+            changed = self._insert_urls(conn, fresh, seq, now)
             conn.executemany(
                 "INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)",
-                [
-                    (crawl, item.entry.fp, child.fp)
-                    for item in batch
-                    for child in item.children
-                    if child.fp not in refused
-                ],
+                [(crawl, item.entry.fp, child.fp) for item in batch for child in item.children],
             )
             insert_captures(conn, crawl, [capture_row(item.capture) for item in batch if item.capture])
             conn.executemany(
