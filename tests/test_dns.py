@@ -227,3 +227,15 @@ def test_gai_reason(code: int, reason: str, retryable: bool) -> None:
 def test_dns_ttl_must_be_sane(ttl: float) -> None:
     with pytest.raises(ConfigError, match="dns-ttl"):
         FetchConfig(dns_ttl=ttl)
+
+
+async def test_wildcard_pin_covers_every_name_under_a_domain() -> None:
+    from webtrawl.fetch.dns import Resolver, parse_pin
+
+    resolver = Resolver(pins=[parse_pin("*.many.test:127.0.0.9")])
+    for name in ("a.many.test", "x.y.many.test"):
+        [result] = await resolver.resolve(name, 80)
+        assert result["host"] == "127.0.0.9"
+        assert resolver.cached(name) == "127.0.0.9"
+    assert resolver.cached("many.test.org") is None
+    await resolver.close()

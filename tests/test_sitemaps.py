@@ -121,6 +121,13 @@ def test_compressed_sitemaps_are_read(body: bytes, encoding: str | None) -> None
     assert entries(body, encoding) == entries(XML)
 
 
+def test_a_gzip_file_inside_a_gzip_coding_is_found_from_tiny_first_chunks() -> None:
+    inner = gzip.compress(XML)
+    # a stream whose first members inflate to one byte each: the magic number arrives in two pieces
+    body = gzip.compress(inner[:1]) + gzip.compress(inner[1:2]) + gzip.compress(inner[2:])
+    assert entries(body, "gzip") == entries(XML)
+
+
 def test_decompression_stops_at_the_limit_a_chunk_at_a_time() -> None:
     bomb = gzip.compress(b"<urlset>" + b" " * (40 * 1024 * 1024), compresslevel=9)  # 40 MB from ~40 KB
     limit = 3 * 1024 * 1024

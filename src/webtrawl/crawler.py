@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from typing import TypeVar
 
 from . import __version__
@@ -191,7 +192,10 @@ class Crawler:
                         if budget <= 0 and frontier.running == 0:
                             outcome = "max-pages"
                             break
-                    for host in politeness.robots_wanted - robots_pending:
+                    # robots.txt fetches are bounded like page fetches: a crawl that discovers 100,000
+                    # hosts must not start 100,000 of them at once.
+                    room = config.concurrency - len(robots_pending)
+                    for host in islice(politeness.robots_wanted - robots_pending, max(room, 0)):
                         robots_pending.add(host)
                         tg.create_task(robots(host))
                     entries = await frontier.claim(budget) if budget > 0 else []

@@ -75,7 +75,10 @@ def gai_reason(exc: socket.gaierror) -> tuple[str, bool]:
 
 @dataclass(frozen=True, slots=True)
 class Pin:
-    """`--resolve HOST[:PORT]:ADDR[,ADDR…]`: connections to HOST (on PORT, or any port) go to ADDR."""
+    """`--resolve HOST[:PORT]:ADDR[,ADDR…]`: connections to HOST (on PORT, or any port) go to ADDR.
+
+    HOST may be `*.example.test`: every name under that domain (a test resolver for many host names).
+    """
 
     host: str
     port: int | None
@@ -207,7 +210,9 @@ class Resolver(AbstractResolver):
     ) -> None:
         self._ttl = ttl
         self._negative_ttl = min(ttl, NEGATIVE_TTL)
-        self._pins = {(pin.host, pin.port): pin.addresses for pin in pins}
+        pins = list(pins)
+        self._pins = {(pin.host, pin.port): pin.addresses for pin in pins if not pin.host.startswith("*.")}
+        self._wildcards = [(pin.host[1:], pin.port, pin.addresses) for pin in pins if pin.host.startswith("*.")]
         self.guard = guard
         self._max_names = max_names
         self._clock = clock
@@ -220,8 +225,8 @@ class Resolver(AbstractResolver):
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         name = host.lower()
-        if self._pins:
-            pinned = self._pins.get((name, port)) or self._pins.get((name, None))
+        if self._pins or self._wildcards:
+            pinned = self._pinned(name, port)
             if pinned is not None:
                 return [_result(host, port, address) for address in pinned]
         addresses = await self.lookup(name, family)
@@ -278,11 +283,22 @@ class Resolver(AbstractResolver):
             for _family, address in addresses:
                 guard.allow(address)
 
+    def _pinned(self, name: str, port: int | None) -> tuple[str, ...] | None:
+        pinned = self._pins.get((name, port)) or self._pins.get((name, None))
+        if pinned is None:
+            for suffix, pin_port, addresses in self._wildcards:
+                if name.endswith(suffix) and pin_port in (None, port):
+                    return addresses
+        return pinned
+
     def cached(self, host: str) -> str | None:
         """An address `host` is known to have now (pinned, a literal, or a fresh answer), without a lookup."""
         name = host.lower().strip("[]")
         for (pinned, _port), addresses in self._pins.items():
             if pinned == name:
+                return addresses[0]
+        for suffix, _port, addresses in self._wildcards:
+            if name.endswith(suffix):
                 return addresses[0]
         try:
             return str(ipaddress.ip_address(name))

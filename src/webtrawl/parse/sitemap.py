@@ -39,14 +39,15 @@ def decoded_chunks(body: bytes, content_encoding: str | None, limit: int) -> Ite
         chunks = _split(decompress(body, content_encoding, limit)[0])
     else:
         chunks = _split(body)
-    first = b""
-    for first in chunks:
-        if len(first) >= len(_GZIP_MAGIC):
+    head = b""
+    for piece in chunks:  # enough bytes to see the magic number (a first chunk may be tiny)
+        head += piece
+        if len(head) >= len(_GZIP_MAGIC):
             break
-    if first.startswith(_GZIP_MAGIC):
-        yield from _gunzip(chain([first], chunks), limit)
+    if head.startswith(_GZIP_MAGIC):
+        yield from _gunzip(chain([head], chunks), limit)
     else:
-        yield first
+        yield head
         yield from chunks
 
 
