@@ -95,7 +95,7 @@ def test_host_state_is_bounded() -> None:
         host = f"http://h{i}.test"
         politeness.reserve(host, 0.0)
         politeness.release(host)
-    assert len(politeness._hosts) <= 1000
+    assert len(politeness._hosts) <= 1100  # forgotten in batches, at 10% over the bound
     busy = "http://busy.test"
     politeness.reserve(busy, 0.0)
     for i in range(5000):

@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
 from typing import TypeVar
 
 from . import __version__
@@ -194,10 +193,14 @@ class Crawler:
                             break
                     # robots.txt fetches are bounded like page fetches: a crawl that discovers 100,000
                     # hosts must not start 100,000 of them at once.
-                    room = config.concurrency - len(robots_pending)
-                    for host in islice(politeness.robots_wanted - robots_pending, max(room, 0)):
-                        robots_pending.add(host)
-                        tg.create_task(robots(host))
+                    wanted = politeness.robots_wanted
+                    while wanted and len(robots_pending) < config.concurrency:
+                        host = next(iter(wanted))
+                        del wanted[host]
+                        if host not in robots_pending:
+                            robots_pending.add(host)
+                            tg.create_task(robots(host))
+                    self._wake.clear()  # before claiming: what happens from here on wakes the wait below
                     entries = await frontier.claim(budget) if budget > 0 else []
                     for entry in entries:
                         self.stats.fetching += 1
@@ -208,10 +211,10 @@ class Crawler:
                         break
                     if entries and len(entries) == budget:
                         continue
-                    wakeup = frontier.next_wakeup()
-                    self._wake.clear()
+                    # With no fetch slot free, only an ending fetch (which sets the event) changes anything.
+                    wakeup = frontier.next_wakeup() if budget > 0 else None
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), timeout=min(wakeup if wakeup else 1.0, 1.0))
+                        await asyncio.wait_for(self._wake.wait(), timeout=1.0 if wakeup is None else min(wakeup, 1.0))
                 if fetches:
                     _done, late = await asyncio.wait(fetches, timeout=STOP_GRACE)
                     for task in late:

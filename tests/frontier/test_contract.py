@@ -174,7 +174,7 @@ async def test_host_without_robots_rules_is_not_ready(backend) -> None:
     async with ctx as (frontier, _reopen):
         await frontier.add([url("/1")])
         assert await frontier.claim(10) == []
-        assert politeness.robots_wanted == {"http://a.test"}
+        assert list(politeness.robots_wanted) == ["http://a.test"]
         politeness.set_rules("http://a.test", ALLOW_ALL)
         assert len(await frontier.claim(10)) == 1
 

@@ -21,11 +21,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import islice
 
 from ..config import PolitenessConfig
 from .robots import RobotsRules
 
+IP_RECHECK = 0.05
+"""Seconds after which a host held back only by its address's limit is asked again."""
 MAX_HOSTS = 50_000
 """Hosts whose state is kept in memory; idle ones beyond this are forgotten, least recently used first."""
 
@@ -75,23 +76,34 @@ class Politeness:
         self._max_hosts = max_hosts
         self._hosts: OrderedDict[str, HostSlot] = OrderedDict()
         self._ip_active: dict[str, int] = {}
-        self.robots_wanted: set[str] = set()
-        """Hosts with URLs waiting whose robots.txt is wanted now: the crawler fetches it."""
+        self.robots_wanted: dict[str, None] = {}
+        """Hosts with URLs waiting whose robots.txt is wanted now, oldest first: the crawler takes them out
+        and fetches their robots.txt (a queue, so taking one costs nothing however many wait)."""
         self.address_of: Callable[[str], str | None] | None = None
         """Where per-IP limits learn a host's address before its first response (the DNS cache)."""
+        self.on_ready: Callable[[str], None] | None = None
+        """Told when a host may have become ready (a request ended, robots.txt arrived): the frontier
+        parks hosts that are not ready and wakes them on this."""
 
     def _slot(self, host: str) -> HostSlot:
         slot = self._hosts.get(host)
         if slot is None:
             slot = self._hosts[host] = HostSlot(delay=self._config.delay, rules=self._fixed_rules)
-            if len(self._hosts) > self._max_hosts:
+            if len(self._hosts) > self._max_hosts * 1.1:
                 self._forget_idle()
         return slot
 
     def _forget_idle(self) -> None:
+        """Forget idle hosts, least recently used first, down to `max_hosts` (in batches: amortized).
+
+        A forgotten host that still waits for its robots.txt stays in `robots_wanted`; its slot is made
+        anew when the rules arrive.
+        """
         excess = len(self._hosts) - self._max_hosts
-        for host in list(islice(self._hosts, 2 * excess)):  # the least recently used come first
-            if excess and self._hosts[host].active == 0 and host not in self.robots_wanted:
+        for host, slot in list(self._hosts.items()):
+            if excess <= 0:
+                break
+            if slot.active == 0:
                 del self._hosts[host]
                 excess -= 1
 
@@ -101,7 +113,7 @@ class Politeness:
         self._hosts.move_to_end(host)
         if slot.rules is None or now >= slot.rules_until:
             if now >= slot.robots_after:
-                self.robots_wanted.add(host)
+                self.robots_wanted[host] = None
             if slot.rules is None:
                 return 0
         if now < slot.next_start:
@@ -116,6 +128,21 @@ class Politeness:
             return 0
         # With a delay, requests start one at a time, `delay` apart.
         return 1 if slot.delay > 0 else free
+
+    def wait(self, host: str, now: float) -> float | None:
+        """For a host with no free slot now: when to ask again, or None to wait for `on_ready`."""
+        slot = self._slot(host)
+        if slot.rules is None:
+            return slot.robots_after if now < slot.robots_after else None
+        if now < slot.next_start:
+            return slot.next_start
+        if slot.active >= self._config.per_host:
+            return None
+        return now + IP_RECHECK  # held back by its address's limit: other hosts' requests must end first
+
+    def _ready(self, host: str) -> None:
+        if self.on_ready is not None:
+            self.on_ready(host)
 
     def next_start(self, host: str) -> float:
         """Monotonic time at which `host` may next start a request (if it has a free slot then)."""
@@ -148,6 +175,7 @@ class Politeness:
         self._leave(slot)
         if ip is not None and slot.ip_held == 0:  # an address changes only between counted requests
             slot.ip = ip
+        self._ready(host)
         config = self._config
         if not config.adaptive or elapsed is None:
             return
@@ -163,6 +191,7 @@ class Politeness:
         slot = self._slot(host)
         self._leave(slot)
         slot.next_start = slot.previous_start
+        self._ready(host)
 
     def _leave(self, slot: HostSlot) -> None:
         slot.active -= 1
@@ -182,8 +211,14 @@ class Politeness:
 
     def set_rules(self, host: str, rules: RobotsRules) -> None:
         """Record a host's robots.txt; its Crawl-delay raises the host's delay (up to max-crawl-delay)."""
+        try:
+            self._set_rules(host, rules)
+        finally:
+            self._ready(host)
+
+    def _set_rules(self, host: str, rules: RobotsRules) -> None:
         slot = self._slot(host)
-        self.robots_wanted.discard(host)
+        self.robots_wanted.pop(host, None)
         now = time.monotonic()
         if rules.unreachable and slot.rules is None:
             slot.robots_attempts += 1

@@ -1,15 +1,16 @@
 """The embedded frontier: URL state in `DIR/crawl.db`, hand-out order decided in memory.
 
 The database holds every URL and its state; this object keeps only what makes `claim` cheap: for each
-host with fetchable waiting URLs, the smallest depth among them (its *head*), and for each host with
-URLs waiting to be retried, when the first retry is due. A claim picks the ready hosts with the lowest
-heads and runs one indexed query per chosen host; everything else (adds, captures, state changes,
-archive checkpoint) happens in one transaction per completed batch.
+host with fetchable waiting URLs, the smallest depth among them (its *head*, kept by `hosts.HostQueue`
+with which hosts are ready), and for each host with URLs waiting to be retried, when the first retry is
+due. A claim picks the ready hosts with the lowest heads and runs one indexed query per chosen host;
+everything else (adds, captures, state changes, archive checkpoint) happens in one transaction per
+completed batch.
 
 New URLs are held to the crawl's budgets (`budgets.Budgets`) as they are inserted; URLs over a budget
 are recorded as dropped instead.
 
-Data owned by the writer thread (host ids, budget counters) is only mutated there; `_heads` and
+Data owned by the writer thread (host ids, budget counters) is only mutated there; `_hosts` and
 `_retry_at` only on the event loop, from the rows the writer thread returns.
 """
 
@@ -29,6 +30,7 @@ from ..store.index import capture_row, insert_captures
 from ..urls import fingerprint
 from .base import FrontierCounts
 from .budgets import Budgets
+from .hosts import HostQueue
 
 Row = tuple[Any, ...]
 
@@ -56,9 +58,8 @@ class SqliteFrontier:
         self._budgets = budgets or Budgets(None, None)
         self._host_ids: dict[str, int] = {}
         self._host_names: dict[int, str] = {}
-        self._heads: dict[int, int] = {}
+        self._hosts = HostQueue({})
         self._retry_at: dict[int, float] = {}
-        self._last_served: dict[int, int] = {}
         self._seen: dict[int, int] = {}
         self._claimed: dict[int, set[int]] = {}
         """Per host id, fingerprints handed out and not completed yet."""
@@ -78,8 +79,15 @@ class SqliteFrontier:
         """
         frontier = cls(db, crawl_id, politeness, budgets=budgets)
         heads, retries, done, seq = await db.run(frontier._load, time.time())
-        frontier._heads, frontier._retry_at, frontier._done, frontier._seq = heads, retries, done, seq
+        frontier._hosts = HostQueue(heads)
+        frontier._retry_at, frontier._done, frontier._seq = retries, done, seq
+        politeness.on_ready = frontier._host_ready
         return frontier
+
+    def _host_ready(self, host: str) -> None:
+        host_id = self._host_ids.get(host)
+        if host_id is not None:
+            self._hosts.wake(host_id)
 
     def _load(self, conn: sqlite3.Connection, now: float) -> tuple[dict[int, int], dict[int, float], int, int]:
         crawl = self._crawl
@@ -215,11 +223,9 @@ class SqliteFrontier:
         return host_id
 
     def _raise_heads(self, changed: Iterable[Row]) -> None:
-        heads = self._heads
+        raise_head = self._hosts.raise_head
         for host_id, depth in changed:
-            head = heads.get(host_id)
-            if head is None or depth < head:
-                heads[host_id] = depth
+            raise_head(host_id, depth)
 
     # -- claiming ---------------------------------------------------------------------------------
 
@@ -227,28 +233,25 @@ class SqliteFrontier:
         now, mono = time.time(), time.monotonic()
         if self._retry_at:
             await self._wake_retries(now)
-        politeness, names = self._politeness, self._host_names
-        ready = []
-        for host_id, depth in self._heads.items():
-            free = politeness.free_slots(names[host_id], mono)
-            if free:
-                ready.append((depth, self._last_served.get(host_id, 0), host_id, free))
-        if not ready or n <= 0:
+        politeness, names, hosts = self._politeness, self._host_names, self._hosts
+        if n <= 0:
             return []
-        ready.sort()
         plan = []
-        for _depth, _served, host_id, _free in ready:
+        for host_id in hosts.candidates(mono):
             host = names[host_id]
-            # Asked again: a host planned just before may share this one's address (per-IP limits).
             take = min(politeness.free_slots(host, mono), n)
             if take <= 0:
+                hosts.park(host_id, politeness.wait(host, mono))
                 continue
-            for _ in range(take):
+            for _ in range(take):  # reserved at once: the next host may share this one's address
                 politeness.reserve(host, mono)
+            hosts.served(host_id)
             plan.append((host_id, take))
             n -= take
             if n == 0:
                 break
+        if not plan:
+            return []
         self._seq += 1
         claimed = self._claimed
         entries, heads = await self._db.run(
@@ -261,11 +264,7 @@ class SqliteFrontier:
             claimed.setdefault(self._host_ids[entry.host], set()).add(entry.fp)
             self._unrecorded.append((seq, now, entry.fp))
         for host_id, head in heads.items():
-            self._last_served[host_id] = self._seq
-            if head is None:
-                self._heads.pop(host_id, None)
-            else:
-                self._heads[host_id] = head
+            hosts.set_head(host_id, head)
         got = Counter(entry.host for entry in entries)
         started = time.monotonic()  # the requests start now, not when the claim began
         for host_id, take in plan:
@@ -440,15 +439,16 @@ class SqliteFrontier:
         return self._running
 
     def exhausted(self) -> bool:
-        return not self._heads and not self._retry_at and self._running == 0
+        return not self._hosts and not self._retry_at and self._running == 0
 
     def next_wakeup(self) -> float | None:
-        if not self._heads and not self._retry_at:
+        if not self._hosts and not self._retry_at:
             return None
-        mono, now = time.monotonic(), time.time()
-        waits = [self._politeness.next_start(self._host_names[h]) - mono for h in self._heads]
-        waits.extend(at - now for at in self._retry_at.values())
-        return max(0.0, min(waits))
+        if self._hosts.awake:
+            return 0.0
+        waits = [at - time.monotonic() for at in (self._hosts.next_wake(),) if at is not None]
+        waits.extend(at - time.time() for at in self._retry_at.values())
+        return max(0.0, min(waits)) if waits else None
 
     async def close(self) -> None:
         await self._db.run(self._release_running)
