@@ -24,7 +24,7 @@ DEFAULT_USER_AGENT = f"webtrawl/{__version__} (+https://pypi.org/project/webtraw
 
 # Extensions of files that are not pages: never fetched as pages (the original design skipped images,
 # audio and executables). With page requisites on, images, fonts, CSS and scripts are fetched as such.
-BINARY_EXTENSIONS = frozenset(
+REQUISITE_EXTENSIONS = frozenset(
     [
         "jpg",
         "jpeg",
@@ -32,13 +32,26 @@ BINARY_EXTENSIONS = frozenset(
         "gif",
         "webp",
         "bmp",
-        "tif",
-        "tiff",
         "ico",
         "svg",
         "avif",
+        "woff",
+        "woff2",
+        "ttf",
+        "otf",
+        "eot",
+        "css",
+        "js",
+        "mjs",
+    ]
+)
+BINARY_EXTENSIONS = REQUISITE_EXTENSIONS | frozenset(
+    [
+        "tif",
+        "tiff",
         "heic",
         "psd",
+        "map",
         "mp3",
         "m4a",
         "aac",
@@ -90,36 +103,6 @@ BINARY_EXTENSIONS = frozenset(
         "pptx",
         "odt",
         "ods",
-        "woff",
-        "woff2",
-        "ttf",
-        "otf",
-        "eot",
-        "css",
-        "js",
-        "mjs",
-        "map",
-    ]
-)
-REQUISITE_EXTENSIONS = frozenset(
-    [
-        "jpg",
-        "jpeg",
-        "png",
-        "gif",
-        "webp",
-        "bmp",
-        "ico",
-        "svg",
-        "avif",
-        "woff",
-        "woff2",
-        "ttf",
-        "otf",
-        "eot",
-        "css",
-        "js",
-        "mjs",
     ]
 )
 
