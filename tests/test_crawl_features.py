@@ -70,14 +70,16 @@ def statuses(out: Path) -> dict[str, int | None]:
 
 
 async def test_per_host_limit_and_delay_hold(site_server: SiteServer, tmp_path: Path) -> None:
-    site_server.delay = 0.03
-    politeness = PolitenessConfig(per_host=2, delay=0.02)
-    cfg = replace(config(site_server.url, tmp_path, max_depth=2), politeness=politeness, max_pages=40)
+    site_server.delay = 0.15
+    politeness = PolitenessConfig(per_host=2, delay=0.1)
+    cfg = replace(config(site_server.url, tmp_path, max_depth=2), politeness=politeness, max_pages=16)
     await Crawler(cfg).run()
     assert site_server.max_in_flight[site_server.site.host] == 2
-    starts = sorted(r.time for r in site_server.log if r.path != "/robots.txt")
+    starts = sorted(r.time for r in site_server.log)
     gaps = [b - a for a, b in pairwise(starts)]
-    assert min(gaps) >= 0.02 - 0.003  # measured where the requests arrive: allow for loopback jitter
+    # The delay holds between request starts at the crawler; the server sees a request made on a new
+    # connection only once the connection is set up, so such a gap looks shorter by that time.
+    assert min(gaps) >= 0.1 - 0.02
 
 
 async def test_robots_crawl_delay_spaces_requests(tmp_path: Path) -> None:

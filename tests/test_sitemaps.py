@@ -322,4 +322,7 @@ async def test_politeness_config_still_applies_to_pages(tmp_path: Path) -> None:
         await Crawler(config).run()
     starts = [at for at, _path in log]
     assert len(starts) == 5
-    assert min(b - a for a, b in pairwise(starts)) >= 0.09
+    gaps = [round(b - a, 4) for a, b in pairwise(starts)]
+    # The delay holds between request starts at the crawler; the server sees a request made on a new
+    # connection (robots.txt, the first) only once the connection is set up, so that gap looks shorter.
+    assert min(gaps) >= 0.1 - 0.02, (gaps, [path for _at, path in log])
