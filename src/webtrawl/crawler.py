@@ -151,7 +151,7 @@ class Crawler:
             await results.put(result)
 
         sitemaps = (
-            Sitemaps(fetcher, politeness, config.politeness, handler.scope, max_urls=config.scope.max_sitemap_urls)
+            Sitemaps(fetcher, politeness, handler.scope, max_urls=config.scope.max_sitemap_urls)
             if config.scope.sitemaps
             else None
         )

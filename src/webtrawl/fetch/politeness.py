@@ -179,7 +179,7 @@ class Politeness:
         config = self._config
         if not config.adaptive or elapsed is None:
             return
-        floor = self._floor(slot)
+        floor = self._floor(slot.rules)
         if overloaded:  # 429, 503, errors: at least double, and at least a second
             delay = max(slot.delay * 2, floor, 1.0)
         else:  # follow the server's pace smoothly: a slow answer asks for a longer pause
@@ -203,8 +203,12 @@ class Politeness:
             else:
                 del self._ip_active[slot.ip]
 
-    def delay(self, host: str) -> float:
-        return self._slot(host).delay
+    def delay(self, host: str, rules: RobotsRules | None = None) -> float:
+        """The host's delay now or, given `rules` not yet set, the delay it will have once they are."""
+        slot = self._slot(host)
+        if rules is None:
+            return slot.delay
+        return max(slot.delay, self._floor(rules))
 
     def rules(self, host: str) -> RobotsRules | None:
         return self._slot(host).rules
@@ -232,13 +236,13 @@ class Politeness:
         slot.rules = rules
         slot.rules_until = now + self._config.robots_ttl
         slot.robots_attempts = 0
-        slot.delay = max(slot.delay, self._floor(slot))
+        slot.delay = max(slot.delay, self._floor(slot.rules))
 
-    def _floor(self, slot: HostSlot) -> float:
+    def _floor(self, rules: RobotsRules | None) -> float:
         """The smallest delay for a host: the configured one, raised by robots.txt's Crawl-delay."""
         config = self._config
         floor = config.min_delay if config.adaptive else config.delay
-        crawl_delay = slot.rules.crawl_delay if slot.rules is not None else None
+        crawl_delay = rules.crawl_delay if rules is not None else None
         if crawl_delay:
             floor = max(floor, min(crawl_delay, config.max_crawl_delay))
         return floor

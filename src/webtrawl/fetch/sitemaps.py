@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..config import PolitenessConfig
 from ..errors import InvalidURL
 from ..models import FetchOutcome, NewURL
 from ..parse.sitemap import SitemapError, decoded_chunks, parse_sitemap
@@ -48,12 +47,9 @@ SITEMAP_SLOTS = 4
 class Sitemaps:
     """Reads the sitemaps of the crawl's hosts and turns their entries into frontier URLs."""
 
-    def __init__(
-        self, fetcher: Fetcher, politeness: Politeness, config: PolitenessConfig, scope: Scope, *, max_urls: int
-    ) -> None:
+    def __init__(self, fetcher: Fetcher, politeness: Politeness, scope: Scope, *, max_urls: int) -> None:
         self._fetcher = fetcher
         self._politeness = politeness
-        self._config = config
         self._scope = scope
         self._max_urls = max_urls
         self._slots = asyncio.Semaphore(SITEMAP_SLOTS)
@@ -67,9 +63,7 @@ class Sitemaps:
         (the caller sets the rules afterwards); `stopped()` true ends the reading early. Never raises
         except on cancellation.
         """
-        delay = self._politeness.delay(host)
-        if rules.crawl_delay:  # as the rules will raise it once set
-            delay = max(delay, min(rules.crawl_delay, self._config.max_crawl_delay))
+        delay = self._politeness.delay(host, rules)  # as the rules will set it
         reader = _HostReader(self._fetcher, self._politeness, self._slots, host, rules, delay, self._max_urls)
         try:
             await reader.run(stopped)
