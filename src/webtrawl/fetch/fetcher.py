@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from http.cookies import BaseCookie, Morsel
-from types import TracebackType
+from types import SimpleNamespace, TracebackType
 from typing import Any
 
 import aiohttp
@@ -89,34 +89,59 @@ class Fetcher:
         # The proxy is trusted like the seeds: with one, the guard sees only the proxy's address.
         self._trusted = [_hostname(url) for url in (*seeds, *([config.proxy] if config.proxy else []))]
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
         self._resolver: Resolver | None = None
 
     async def __aenter__(self) -> Fetcher:
         config = self._config
         self._resolver = resolver = Resolver(ttl=config.dns_ttl, pins=map(parse_pin, config.resolve), guard=self._guard)
         await resolver.allow_hosts(self._trusted)
+        # Without --cookies a crawl fetches each page as a first-time visitor: requests do not depend
+        # on the order pages were fetched in, and no jar costs CPU on every request.
+        jar = HostCookieJar(unsafe=True) if config.cookies else aiohttp.DummyCookieJar()
+        reuse = aiohttp.TraceConfig()
+        reuse.on_connection_reuseconn.append(_note_reuse)
+        self._session = self._open_session(resolver, jar, limit=self._concurrency, trace=reuse)
+        # Resends go out on connections of their own, never on another pooled one that may be as stale.
+        self._fresh = self._open_session(resolver, jar, limit=max(1, self._concurrency // 4), force_close=True)
+        return self
+
+    def _open_session(
+        self,
+        resolver: Resolver,
+        jar: aiohttp.abc.AbstractCookieJar,
+        *,
+        limit: int,
+        trace: aiohttp.TraceConfig | None = None,
+        force_close: bool = False,
+    ) -> aiohttp.ClientSession:
+        config = self._config
         connector = aiohttp.TCPConnector(
-            limit=self._concurrency,
+            limit=limit,
             limit_per_host=0,
+            force_close=force_close,
             # The resolver caches, so that every new connection is judged by the guard.
             resolver=resolver,
             use_dns_cache=False,
             ssl=not config.insecure,
             enable_cleanup_closed=_NEEDS_CLEANUP_CLOSED,
         )
-        self._session = aiohttp.ClientSession(
+        session = aiohttp.ClientSession(
             connector=connector,
             headers=self._headers,
             timeout=self._timeout,
             auto_decompress=False,
-            # Without --cookies a crawl fetches each page as a first-time visitor: requests do not depend
-            # on the order pages were fetched in, and no jar costs CPU on every request.
-            cookie_jar=HostCookieJar(unsafe=True) if config.cookies else aiohttp.DummyCookieJar(),
+            cookie_jar=jar,
             proxy=config.proxy,
             max_line_size=_MAX_HEADER_LINE,
             max_field_size=_MAX_HEADER_LINE,
+            trace_configs=[trace] if trace else None,
         )
-        return self
+        # aiohttp would resend a request the server dropped, even on a connection that was new (so a
+        # server that always drops gets one request more than --retries allows) and on another pooled
+        # connection (as stale as the first); `fetch` resends only after a reused connection, on a fresh one.
+        session._retry_connection = False
+        return session
 
     async def __aexit__(
         self,
@@ -124,9 +149,10 @@ class Fetcher:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
+        self._session = self._fresh = None
         if self._resolver is not None:
             await self._resolver.close()
             self._resolver = None
@@ -161,11 +187,16 @@ class Fetcher:
             if guard is not None and (blocked := guard.check_host(target.raw_host or "")):
                 outcome.error = blocked
                 return outcome
-            if self._auth:
-                auth = self._auth.get(target.host_port_subcomponent or "")
-                resp = await session.get(target, allow_redirects=False, headers=auth)
-            else:
-                resp = await session.get(target, allow_redirects=False)
+            auth = self._auth.get(target.host_port_subcomponent or "") if self._auth else None
+            reused: list[bool] = []
+            try:
+                resp = await session.get(target, allow_redirects=False, headers=auth, trace_request_ctx=reused)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                # A kept-alive connection the server closed as the request went out (RFC 9112 §9.3.1):
+                # the request never reached it, so it is sent again, once, on a new connection.
+                if not reused or isinstance(exc, aiohttp.ClientConnectorError) or self._fresh is None:
+                    raise
+                resp = await self._fresh.get(target, allow_redirects=False, headers=auth)
         except Exception as exc:
             outcome.error, outcome.retryable = describe_error(exc)
             outcome.elapsed = loop.time() - start
@@ -194,6 +225,13 @@ class Fetcher:
                 resp.close()
         outcome.elapsed = loop.time() - start
         return outcome
+
+
+async def _note_reuse(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceConnectionReuseconnParams
+) -> None:
+    """Mark the request (its `trace_request_ctx` list) as sent on a pooled connection."""
+    context.trace_request_ctx.append(True)
 
 
 def _hostname(url: str) -> str:
