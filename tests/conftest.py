@@ -1,13 +1,16 @@
-"""Fixtures for the whole suite: a test web site served on 127.0.0.1."""
+"""Fixtures for the whole suite: a test web site and real Redis servers, all on 127.0.0.1."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+import redis
 
+from tests.redis_servers import INSTALL_HINT, RedisCluster, RedisServer
 from tests.sites import SiteServer
 
 
@@ -38,3 +41,39 @@ def site_server_sync() -> Iterator[str]:
     yield urls[0]
     stop.set()
     thread.join(5)
+
+
+def _require_redis() -> None:
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.fail(INSTALL_HINT, pytrace=False)
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A fresh standalone redis-server with AOF on, for one test; it may `kill` and `restart` it."""
+    _require_redis()
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def _redis_session_server() -> Iterator[RedisServer]:
+    _require_redis()
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(_redis_session_server: RedisServer) -> str:
+    """The URL of a standalone Redis shared by the session, emptied (FLUSHALL) before each test."""
+    with redis.Redis.from_url(_redis_session_server.url) as client:
+        client.flushall()
+    return _redis_session_server.url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A 3-master Redis Cluster shared by the session; tests use keys of their own."""
+    _require_redis()
+    with RedisCluster() as cluster:
+        yield cluster

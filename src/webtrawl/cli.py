@@ -11,17 +11,20 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
 from . import __version__
+from .cluster.runs import print_nodes, run_coordinator, run_worker, send_control
 from .config import CrawlConfig, FetchConfig, PolitenessConfig, ScopeConfig
 from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError
+from .frontier.bloom import first_capacity
+from .frontier.redis import Layout
 from .progress import Progress, print_report
 from .stats import CrawlReport
 from .store.crawls import crawl_id_of
@@ -29,6 +32,7 @@ from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
 
 USAGE_ERRORS = (ConfigError, InvalidURL, StoreError)
+T = TypeVar("T")
 
 
 def _fail(message: str) -> None:
@@ -148,6 +152,23 @@ def main() -> None:
 @click.option("--mirror", is_flag=True, help="Also write plain files named from the URL, as wget does.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display; only the final summary line.")
 @click.option("--verbose", "-v", is_flag=True, help="Log details to stderr.")
+@click.option(
+    "--redis", "redis_url", metavar="URL", help="Run distributed: this process coordinates the crawl in Redis."
+)
+@click.option("--no-fetch", is_flag=True, help="With --redis: coordinate only; workers fetch.")
+@click.option(
+    "--partitions", type=int, default=64, show_default=True, help="With --redis: partitions (fixed at creation)."
+)
+@click.option(
+    "--dedup", type=click.Choice(["bloom", "exact"]), default="bloom", show_default=True, help="With --redis."
+)
+@click.option(
+    "--expected-urls", type=int, default=10_000_000, show_default=True, help="With --redis: sizes the Bloom filter."
+)
+@click.option("--fp-rate", type=float, default=1e-4, show_default=True, help="With --redis: Bloom false-positive rate.")
+@click.option(
+    "--lease-ttl", type=float, default=15.0, show_default=True, help="With --redis: seconds a partition lease lasts."
+)
 def crawl(
     seeds: tuple[str, ...],
     out: Path,
@@ -155,6 +176,13 @@ def crawl(
     config_file: Path | None,
     quiet: bool,
     verbose: bool,
+    redis_url: str | None,
+    no_fetch: bool,
+    partitions: int,
+    dedup: str,
+    expected_urls: int,
+    fp_rate: float,
+    lease_ttl: float,
     **flags: Any,
 ) -> None:
     """Crawl SEEDS breadth-first into the directory --out (run it again to resume)."""
@@ -163,12 +191,27 @@ def crawl(
         config = _build_config(seeds, out, name, config_file, flags)
     except USAGE_ERRORS as exc:
         _fail(str(exc))
+    if redis_url is not None:
+        layout = _layout(config, partitions, dedup, expected_urls, fp_rate)
+        report, nodes = _run_distributed(
+            run_coordinator(
+                config, redis_url, layout, fetch=not no_fetch, lease_ttl=lease_ttl, say=None if quiet else _say
+            )
+        )
+        _finish(report, quiet)
+        print_nodes(nodes)
+        return
     crawler = Crawler(config)
     progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
     try:
         report = asyncio.run(_run(crawler, progress))
     except USAGE_ERRORS as exc:
         _fail(str(exc))
+    _finish(report, quiet)
+
+
+def _finish(report: CrawlReport, quiet: bool) -> None:
+    """Print the report; exit 130 when interrupted, 1 when nothing was fetched."""
     if quiet:
         click.echo(
             f"{report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
@@ -333,3 +376,64 @@ def _setup_logging(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _layout(config: CrawlConfig, partitions: int, dedup: str, expected_urls: int, fp_rate: float) -> Layout:
+    if partitions < 1 or expected_urls < 1 or not 0 < fp_rate < 1:
+        raise click.UsageError("--partitions and --expected-urls must be ≥ 1, --fp-rate between 0 and 1")
+    return Layout(
+        partitions=partitions,
+        dedup=dedup,
+        bloom_capacity=first_capacity(expected_urls, partitions),
+        bloom_error_rate=fp_rate,
+        max_urls_per_host=config.scope.max_urls_per_host,
+        max_urls_per_template=config.scope.max_urls_per_template,
+    )
+
+
+def _run_distributed(job: Coroutine[Any, Any, T]) -> T:
+    """Run a coordinator or worker: Ctrl-C asks it to stop (in-flight fetches finish); errors are one line."""
+    try:
+        return asyncio.run(job)
+    except USAGE_ERRORS as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        click.echo("interrupted: the crawl goes on in Redis; run the command again to rejoin it", err=True)
+        sys.exit(130)
+    raise AssertionError("unreachable")
+
+
+@main.command()
+@click.option("--redis", "redis_url", metavar="URL", required=True, help="The Redis holding the crawl.")
+@click.option("--name", default="default", show_default=True, help="The crawl to join.")
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="Where this node writes its WARC files (default: ./webtrawl-NODE).",
+)
+@click.option("--concurrency", type=int, help="Fetches in flight on this node (default: the crawl's).")
+@click.option("--quiet", "-q", is_flag=True, help="Only the final summary line.")
+@click.option("--verbose", "-v", is_flag=True, help="Log details to stderr.")
+def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None, quiet: bool, verbose: bool) -> None:
+    """Join a distributed crawl as a node; leave when it ends or is told to stop."""
+    _setup_logging(verbose)
+    node, report = _run_distributed(run_worker(redis_url, name, out=out, concurrency=concurrency))
+    click.echo(
+        f"{node}: {report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
+        f"({report.pages_per_second:.1f} pages/s)"
+    )
+
+
+@main.command()
+@click.argument("command", type=click.Choice(["pause", "resume", "stop"]))
+@click.option("--redis", "redis_url", metavar="URL", required=True, help="The Redis holding the crawl.")
+@click.option("--name", default="default", show_default=True, help="The crawl.")
+def control(command: str, redis_url: str, name: str) -> None:
+    """Pause, resume or stop every node of a distributed crawl (they obey within 2 seconds)."""
+    _run_distributed(send_control(redis_url, name, command))
+    click.echo(f"crawl {name!r}: {command} sent")

@@ -26,6 +26,7 @@ from .fetch.fetcher import Fetcher
 from .fetch.politeness import Politeness
 from .fetch.robots import ALLOW_ALL, fetch_robots
 from .fetch.sitemaps import Sitemaps
+from .frontier.base import Frontier
 from .frontier.budgets import Budgets
 from .frontier.sqlite import SqliteFrontier
 from .models import Capture, Entry, NewURL
@@ -62,7 +63,9 @@ class Crawler:
         self._stopping = False
         self._wake = asyncio.Event()
         self._archive_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webtrawl-archive")
-        self.frontier: SqliteFrontier | None = None
+        self.frontier: Frontier | None = None
+        self.warc_prefix = config.name
+        """WARC file names start with it (a node of a distributed crawl adds its id)."""
 
     def stop(self) -> None:
         """Stop handing out URLs; in-flight fetches finish (for a few seconds at most) and are committed."""
@@ -90,12 +93,12 @@ class Crawler:
                 backoff=config.fetch.backoff,
             )
             budgets = Budgets(config.scope.max_urls_per_host, config.scope.max_urls_per_template)
-            self.frontier = frontier = await SqliteFrontier.open(db, crawl_id, politeness, budgets=budgets)
+            self.frontier = frontier = await self._open_frontier(db, crawl_id, politeness, budgets)
             committed = await db.run(committed_warcs, crawl_id)
             warc = await self._on_archive_thread(
                 lambda: WarcWriter(
                     out / "warc",
-                    prefix=config.name,
+                    prefix=self.warc_prefix,
                     max_size=config.warc_size,
                     software=f"webtrawl/{__version__}",
                     committed=committed,
@@ -125,9 +128,12 @@ class Crawler:
             self._archive_thread.shutdown(wait=True)
             lock.release()
 
+    async def _open_frontier(self, db: Database, crawl_id: int, politeness: Politeness, budgets: Budgets) -> Frontier:
+        return await SqliteFrontier.open(db, crawl_id, politeness, budgets=budgets)
+
     async def _crawl(
         self,
-        frontier: SqliteFrontier,
+        frontier: Frontier,
         politeness: Politeness,
         fetcher: Fetcher,
         handler: PageHandler,
@@ -269,7 +275,7 @@ class Crawler:
 
     async def _commit_loop(
         self,
-        frontier: SqliteFrontier,
+        frontier: Frontier,
         archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None],
         db: Database,
     ) -> None:

@@ -5,7 +5,8 @@
     │   └── IdentityMismatch resuming a crawl with different seeds, scope or normalization
     ├── InvalidURL           a string is not a crawlable http(s) URL
     ├── StoreError           the crawl directory or its database cannot be used
-    │   └── StoreLocked      another process owns the crawl directory
+    │   ├── StoreLocked      another process owns the crawl directory
+    │   └── RedisUnavailable the distributed mode's Redis cannot be reached or used
     └── FetchError           a request failed (wrapped aiohttp/OS errors; carries a short reason)
 
 The CLI turns ConfigError, InvalidURL and StoreError into a one-line message and exit code 2.
@@ -36,6 +37,10 @@ class StoreError(WebtrawlError):
 
 class StoreLocked(StoreError):
     """Another process holds the crawl directory's lock."""
+
+
+class RedisUnavailable(StoreError):
+    """The Redis that holds a distributed crawl cannot be reached; the message names the URL and the cause."""
 
 
 class FetchError(WebtrawlError):

@@ -3,6 +3,9 @@
 A backend joins by adding a factory to `BACKENDS`: an async context manager yielding
 `(frontier, reopen)` where `reopen()` closes the frontier as a dying process would and opens it again;
 it takes the budgets `(max URLs per host, max URLs per template)`, None meaning no limit.
+
+A test that needs a capability some backend lacks by design is marked `capability(NAME)`; the backends
+without it are listed in `LACKS` with the reason, and report the test as skipped with that reason.
 """
 
 from __future__ import annotations
@@ -16,12 +19,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import redis
 
+from webtrawl.cluster.keys import Keys
+from webtrawl.cluster.leases import Leases
+from webtrawl.cluster.redisconn import connect
 from webtrawl.config import PolitenessConfig
 from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
 from webtrawl.frontier.base import Frontier
 from webtrawl.frontier.budgets import Budgets
+from webtrawl.frontier.redis import Layout, RedisFrontier
+from webtrawl.frontier.scripts import Scripts
 from webtrawl.frontier.sqlite import SqliteFrontier
 from webtrawl.models import Capture, Completion, Entry, NewURL
 from webtrawl.store.crawls import open_crawl
@@ -52,7 +61,45 @@ async def sqlite_backend(
     await dbs[-1].close()
 
 
-BACKENDS = {"sqlite": sqlite_backend}
+@asynccontextmanager
+async def redis_backend(
+    tmp_path: Path, politeness: Politeness, budgets: tuple[int | None, int | None] = (None, None), *, url: str = ""
+) -> AsyncIterator[tuple[Frontier, Reopen]]:
+    """One node holding every partition of a crawl in a Redis emptied for the test."""
+    keys = Keys("contract")
+    layout = Layout(partitions=4, max_urls_per_host=budgets[0], max_urls_per_template=budgets[1])
+    sync = redis.Redis.from_url(url)
+    clients = []
+
+    async def open_frontier(node: str) -> Frontier:
+        client = await connect(url)
+        clients.append(client)
+        leases = Leases(node, keys, layout.partitions, ttl=60)
+        scripts = Scripts(sync)
+        for p in range(layout.partitions):
+            assert leases.acquire(scripts, p)
+        return RedisFrontier(client, keys, layout, leases, politeness)
+
+    async def reopen() -> Frontier:
+        for p in range(layout.partitions):  # the dead node's leases expire (deleted instead of waiting)
+            sync.delete(keys.lease(p))
+        return await open_frontier("node-02")
+
+    try:
+        yield await open_frontier("node-01"), reopen
+    finally:
+        for client in clients:
+            await client.aclose()
+        sync.close()
+
+
+BACKENDS = {"sqlite": sqlite_backend, "redis": redis_backend}
+LACKS = {
+    "redis": {
+        "local-end": "a node cannot tell alone that a distributed crawl is over: the coordinator decides it "
+        "(tested in tests/cluster/test_end.py)",
+    }
+}
 
 
 def url(path: str, host: str = "a.test", depth: int = 1, kind: str = "link") -> NewURL:
@@ -80,6 +127,12 @@ def done(entry: Entry, *children: NewURL, capture: bool = False) -> Completion:
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path):
+    for mark in request.node.iter_markers("capability"):
+        reason = LACKS.get(request.param, {}).get(mark.args[0])
+        if reason:
+            pytest.skip(f"{request.param} lacks {mark.args[0]!r} by design: {reason}")
+    extra = {"url": request.getfixturevalue("redis_url")} if request.param == "redis" else {}
+
     def make(
         per_host: int = 10,
         delay: float = 0.0,
@@ -89,7 +142,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path):
         politeness = Politeness(
             PolitenessConfig(per_host=per_host, delay=delay), robots=ALLOW_ALL if robots_known else None
         )
-        return BACKENDS[request.param](tmp_path, politeness, budgets), politeness
+        return BACKENDS[request.param](tmp_path, politeness, budgets, **extra), politeness
 
     return make
 
@@ -179,6 +232,7 @@ async def test_host_without_robots_rules_is_not_ready(backend) -> None:
         assert len(await frontier.claim(10)) == 1
 
 
+@pytest.mark.capability("local-end")
 async def test_children_then_done_then_exhausted(backend) -> None:
     ctx, _ = backend()
     async with ctx as (frontier, _reopen):
@@ -213,6 +267,7 @@ async def test_retry_waits_until_not_before_and_counts_attempts(backend) -> None
         assert again.url == entry.url and again.attempts == 1
 
 
+@pytest.mark.capability("local-end")
 async def test_failed_urls_are_counted_with_their_reason(backend) -> None:
     ctx, _ = backend()
     async with ctx as (frontier, _reopen):

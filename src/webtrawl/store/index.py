@@ -1,7 +1,8 @@
 """The page index: capture rows and the queries that read them.
 
 Writes happen inside the frontier's commit transaction (so a capture row exists exactly when its URL is
-done); reads serve `status`, `export` and the dashboard through their own connections.
+done), or in a distributed crawl inside the coordinator's (`store.ingest`); reads serve `status`, `export`
+and the dashboard through their own connections.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from .db import transaction
 _COLUMNS = (
     "fp, url, fetched_at, status, content_type, size, truncated, title, text, location, redirects, "
     "request_headers, response_headers, etag, last_modified, payload_digest, ip, ttfb, elapsed, "
-    "warc_file, warc_offset, warc_length, error"
+    "warc_file, warc_offset, warc_length, error, node, ingest_key"
 )
-_INSERT = f"INSERT INTO captures(crawl_id, {_COLUMNS}) VALUES ({', '.join('?' * 24)})"
+_INSERT = f"INSERT INTO captures(crawl_id, {_COLUMNS}) VALUES ({', '.join('?' * 26)})"
 
 
-def capture_row(capture: Capture) -> tuple[Any, ...]:
-    """The column values of one capture, in `_COLUMNS` order."""
+def capture_row(capture: Capture, node: str | None = None, ingest_key: str | None = None) -> tuple[Any, ...]:
+    """The column values of one capture, in `_COLUMNS` order.
+
+    `node` and `ingest_key` are a distributed crawl's (see `store.ingest`); an embedded crawl has neither.
+    """
     warc = capture.warc
     return (
         capture.fp,
@@ -49,6 +53,8 @@ def capture_row(capture: Capture) -> tuple[Any, ...]:
         warc.offset if warc else None,
         warc.length if warc else None,
         capture.error,
+        node,
+        ingest_key,
     )
 
 

@@ -11,6 +11,9 @@ One file, `DIR/crawl.db`, holds every crawl of a directory, each row tagged with
   table `captures_fts`. The index follows the captures in chunks (`store.index.index_text`), because
   FTS5 indexes a thousand documents in one statement ~3.5x cheaper than one small batch at a time;
   `fts_progress.upto` is the last capture id indexed, and the triggers keep indexed rows in step.
+  A distributed crawl's rows also name the node that fetched them (it holds their WARC file) and the
+  stream entry they came from (`ingest_key`, unique within a crawl, so an entry read twice is written
+  once: see `store.ingest`); an embedded crawl leaves both NULL.
 - `links`: edges between fingerprints (the link graph; in-links are found through `links_dst`).
 - `dropped`: URLs the scope refused, each once with the first reason (a URL later accepted at a
   smaller depth is in `urls` too, and reports leave it out).
@@ -124,5 +127,11 @@ MIGRATIONS: tuple[str, ...] = (
         committed_end INTEGER NOT NULL,
         PRIMARY KEY(crawl_id, name)
     ) WITHOUT ROWID;
+    """,
+    # 2: the distributed crawl's captures, written by the coordinator from the nodes' streams.
+    """
+    ALTER TABLE captures ADD COLUMN node TEXT;
+    ALTER TABLE captures ADD COLUMN ingest_key TEXT;
+    CREATE UNIQUE INDEX captures_ingest_key ON captures(crawl_id, ingest_key) WHERE ingest_key IS NOT NULL;
     """,
 )

@@ -1,0 +1,219 @@
+"""The coordinator of a distributed crawl: creates or rejoins it, gathers results, decides when it is over.
+
+One coordinator runs per crawl at a time (a lease key renewed every 2 s; a second one is refused). It
+- records the crawl's settings and layout in Redis when it creates the crawl, and checks them when it
+  rejoins, so every node crawls with the same scope and politeness;
+- reads every partition's result stream through a consumer group and writes the results into its own
+  `DIR/crawl.db` (`store.ingest`), then acknowledges and deletes them: entries it had read but not
+  committed when it died are read again, and applying one twice changes nothing;
+- declares the crawl finished when two scans a grace period apart both see nothing waiting or running
+  in any partition and an unchanged activity counter (children are added before their page completes,
+  so an empty frontier that stays empty is a finished crawl), and the streams are drained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import asdict
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from ..config import CrawlConfig, FetchConfig, PolitenessConfig, ScopeConfig
+from ..errors import ConfigError
+from ..frontier.redis import Layout
+from ..store.db import Database
+from ..store.index import index_text
+from ..store.ingest import ingest, ingest_drops
+from ..urls import NORMALIZATION_VERSION
+from .keys import Keys
+from .leases import PARTITION_FIELDS
+from .wire import decode_completion
+
+log = logging.getLogger(__name__)
+
+GROUP = "coordinator"
+READ_COUNT = 500
+"""Stream entries read per partition and round."""
+GRACE = 2.0
+"""Seconds between the two scans that must both find the crawl empty."""
+COORDINATOR_TTL = 15_000
+HASH_NAME = "xxh3_64(host key) mod partitions"
+HASH_VERSION = 1
+
+
+def _config_document(config: CrawlConfig) -> dict[str, Any]:
+    document = asdict(config)
+    document.pop("out")
+    return document
+
+
+def config_from_document(document: dict[str, Any], **overrides: Any) -> CrawlConfig:
+    """The crawl's settings as stored in Redis, with a node's own `out` and `concurrency`."""
+    values = dict(document)
+    values["scope"] = ScopeConfig(**_tuples(values["scope"]))
+    values["fetch"] = FetchConfig(**_tuples(values["fetch"]))
+    values["politeness"] = PolitenessConfig(**_tuples(values["politeness"]))
+    values["seeds"] = tuple(values["seeds"])
+    values.update(overrides)
+    return CrawlConfig(**values)
+
+
+def _tuples(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
+async def create_or_join(client: Any, keys: Keys, config: CrawlConfig, layout: Layout) -> tuple[CrawlConfig, Layout]:
+    """Create the crawl in Redis, or check that the one there has the same identity; returns what is stored."""
+    identity = config.identity(sorted(config.seeds), NORMALIZATION_VERSION)
+    created = await client.hsetnx(keys.meta, "identity", json.dumps(identity, sort_keys=True))
+    if created:
+        await client.hset(
+            keys.meta,
+            mapping={
+                "config": json.dumps(_config_document(config)),
+                "layout": json.dumps(asdict(layout)),
+                "hash": HASH_NAME,
+                "hash_version": HASH_VERSION,
+                "created_at": time.time(),
+            },
+        )
+        for p in range(layout.partitions):
+            try:
+                await client.xgroup_create(keys.stream(p), GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        await client.set(keys.control, "run")
+        return config, layout
+    stored = json.loads(await client.hget(keys.meta, "identity"))
+    if stored != json.loads(json.dumps(identity, sort_keys=True)):
+        raise ConfigError(
+            f"crawl {config.name!r} in Redis was started with other seeds or scope; "
+            "use the same ones to rejoin it, or another --name"
+        )
+    return await load_crawl(client, keys, out=config.out, concurrency=config.concurrency)
+
+
+async def load_crawl(client: Any, keys: Keys, **overrides: Any) -> tuple[CrawlConfig, Layout]:
+    """A crawl's settings and layout as stored in Redis (a worker's only source of them)."""
+    config, layout = await client.hmget(keys.meta, "config", "layout")
+    if config is None:
+        raise ConfigError(f"no crawl named {keys.name!r} in this Redis: start it with `webtrawl crawl URL --redis …`")
+    return config_from_document(json.loads(config), **overrides), Layout(**json.loads(layout))
+
+
+class CoordinatorLease:
+    """The lease that makes this process the crawl's only coordinator."""
+
+    def __init__(self, client: Any, keys: Keys) -> None:
+        self._client = client
+        self._keys = keys
+        self.token = uuid.uuid4().hex
+
+    async def acquire(self) -> None:
+        if not await self._client.set(self._keys.coordinator, self.token, nx=True, px=COORDINATOR_TTL):
+            raise ConfigError(
+                f"crawl {self._keys.name!r} already has a coordinator; join it with `webtrawl worker`, "
+                f"or wait {COORDINATOR_TTL // 1000} s if that coordinator died"
+            )
+
+    async def renew(self) -> bool:
+        if await self._client.get(self._keys.coordinator) == self.token.encode():
+            await self._client.pexpire(self._keys.coordinator, COORDINATOR_TTL)
+            return True
+        return False
+
+    async def release(self) -> None:
+        if await self._client.get(self._keys.coordinator) == self.token.encode():
+            await self._client.delete(self._keys.coordinator)
+
+
+class Gatherer:
+    """Moves results from the partitions' streams into the coordinator's database."""
+
+    def __init__(self, client: Any, keys: Keys, layout: Layout, db: Database, crawl_id: int, consumer: str) -> None:
+        self._client = client
+        self._keys = keys
+        self._layout = layout
+        self._db = db
+        self._crawl = crawl_id
+        self._consumer = consumer
+        self.ingested = 0
+        self._pending_first = True
+
+    async def round(self) -> int:
+        """Read, apply and acknowledge what every partition has; returns how many entries were applied."""
+        applied = 0
+        # After a restart, entries delivered to the previous run but never acknowledged come first.
+        start = "0" if self._pending_first else ">"
+        for p in range(self._layout.partitions):
+            stream = self._keys.stream(p)
+            if self._pending_first:
+                await self._claim_orphans(stream)
+            replies = await self._client.xreadgroup(GROUP, self._consumer, {stream: start}, count=READ_COUNT)
+            for _name, entries in replies or []:
+                if entries:
+                    applied += await self._apply(p, stream, entries)
+        self._pending_first = False
+        if applied:
+            await self._db.run(index_text)
+        self.ingested += applied
+        return applied
+
+    async def _claim_orphans(self, stream: str) -> None:
+        """Take over entries a dead coordinator (another consumer name) read but never acknowledged."""
+        await self._client.xautoclaim(stream, GROUP, self._consumer, min_idle_time=0, start_id="0-0", count=10_000)
+
+    async def _apply(self, p: int, stream: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> int:
+        items, drops, ids = [], [], []
+        for entry_id, fields in entries:
+            ids.append(entry_id)
+            if b"c" in fields:
+                completion, node = decode_completion(fields[b"c"])
+                items.append((f"p{p}:{entry_id.decode()}", completion, node))
+            elif b"d" in fields:
+                drops.extend(json.loads(fields[b"d"]))
+        if items:
+            await self._db.run(ingest, self._crawl, items)
+        if drops:
+            await self._db.run(ingest_drops, self._crawl, drops)
+        await self._client.xack(stream, GROUP, *ids)
+        await self._client.xdel(stream, *ids)
+        return len(ids)
+
+
+async def scan(client: Any, keys: Keys, partitions: int) -> tuple[int, int, int, int]:
+    """(waiting, running, activity, results not yet gathered) summed over every partition."""
+    pipe = client.pipeline(transaction=False)
+    for p in range(partitions):
+        pipe.hmget(keys.counters(p), *PARTITION_FIELDS)
+        pipe.xlen(keys.stream(p))
+    replies = await pipe.execute()
+    waiting = running = act = backlog = 0
+    for p in range(partitions):
+        values = dict(zip(PARTITION_FIELDS, (int(v or 0) for v in replies[2 * p]), strict=True))
+        waiting += values["waiting"]
+        running += values["running"]
+        act += values["act"]
+        backlog += replies[2 * p + 1]
+    return waiting, running, act, backlog
+
+
+async def watch_for_end(client: Any, keys: Keys, partitions: int, gatherer: Gatherer) -> None:
+    """Return once the crawl is over: two empty scans `GRACE` apart with no activity between, streams drained."""
+    while True:
+        await gatherer.round()
+        waiting, running, act, _ = await scan(client, keys, partitions)
+        if waiting == 0 and running == 0:
+            await asyncio.sleep(GRACE)
+            await gatherer.round()
+            waiting2, running2, act2, backlog = await scan(client, keys, partitions)
+            if (waiting2, running2, act2, backlog) == (0, 0, act, 0):
+                return
+        else:
+            await asyncio.sleep(0.5)

@@ -1,0 +1,65 @@
+"""Where a distributed crawl keeps what in Redis.
+
+Every key carries the crawl's name in a hash tag. A partition's keys share the tag `{NAME:pN}` (its Lua
+scripts touch only those), and each global key has a tag of its own, touched only by single-key commands,
+so a Redis Cluster can put any of them on any node. The partition scripts' own keys are listed in
+`frontier/lua/common.lua`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    name: str
+
+    def partition(self, p: int) -> str:
+        """The prefix of partition `p`'s keys (the scripts derive the rest from it)."""
+        return f"{{{self.name}:p{p}}}"
+
+    def counters(self, p: int) -> str:
+        return self.partition(p) + ":c"
+
+    def lease(self, p: int) -> str:
+        return self.partition(p) + ":lease"
+
+    def hosts(self, p: int) -> str:
+        return self.partition(p) + ":h"
+
+    def later(self, p: int) -> str:
+        return self.partition(p) + ":later"
+
+    def stream(self, p: int) -> str:
+        return self.partition(p) + ":s"
+
+    @property
+    def meta(self) -> str:
+        """Hash: the crawl's settings, fixed at creation (partitions, hash, dedup, config)."""
+        return f"{{{self.name}:meta}}"
+
+    @property
+    def ids(self) -> str:
+        """Counter: the last node number given out."""
+        return f"{{{self.name}:ids}}"
+
+    @property
+    def nodes(self) -> str:
+        """Hash: node id → its latest heartbeat (JSON: host, pid, state, partitions, pages, …)."""
+        return f"{{{self.name}:nodes}}"
+
+    @property
+    def control(self) -> str:
+        """String: what the crawl is told to do: run, pause, stop; `finished` once it is over."""
+        return f"{{{self.name}:control}}"
+
+    @property
+    def coordinator(self) -> str:
+        """String with a TTL: the coordinator's lease (its token), so one coordinator runs at a time."""
+        return f"{{{self.name}:coordinator}}"
+
+    @property
+    def report(self) -> str:
+        """Hash: node id → its final report (JSON)."""
+        return f"{{{self.name}:report}}"

@@ -1,0 +1,238 @@
+"""One node of a distributed crawl: the embedded engine over the Redis frontier, plus a heartbeat thread.
+
+The engine (`crawler.Crawler`) is unchanged: only its frontier differs. The node's own directory keeps its
+WARC files and a small `crawl.db` holding their committed ends (so a restarted node cuts its files back as
+an embedded crawl does); results travel to the coordinator through the partitions' streams.
+
+The heartbeat runs on a thread of its own with its own Redis connection, so a busy event loop can never
+make the node miss a renewal: every 2 s it renews the node's leases, publishes its stats, reads the
+control key and balances partitions (`leases.Leases.balance`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..config import CrawlConfig
+from ..crawler import Crawler
+from ..fetch.politeness import Politeness
+from ..frontier.base import Frontier
+from ..frontier.budgets import Budgets
+from ..frontier.redis import Layout, RedisFrontier
+from ..frontier.scripts import Scripts
+from ..store.db import Database, transaction
+from .keys import Keys
+from .leases import Leases, read_partitions
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT = 2.0
+"""Seconds between heartbeats."""
+LIVE_FOR = 3 * HEARTBEAT
+"""A node whose last heartbeat is older than this (by Redis' clock) is not counted as live."""
+
+
+def register(client: Any, keys: Keys) -> str:
+    """A new node id, `node-01`, `node-02`, … (blocking client)."""
+    number = client.incr(keys.ids)
+    return f"node-{number:02d}"
+
+
+def live_nodes(client: Any, keys: Keys) -> dict[str, dict[str, Any]]:
+    """The nodes whose heartbeat is recent, with their last published state."""
+    seconds, micros = client.time()
+    now = seconds * 1000 + micros // 1000
+    live = {}
+    for node, raw in client.hgetall(keys.nodes).items():
+        info = json.loads(raw)
+        if info.get("state") not in ("left",) and now - info.get("at", 0) <= LIVE_FOR * 1000:
+            live[node.decode()] = info
+    return live
+
+
+class Heartbeat(threading.Thread):
+    """Renews leases, publishes the node's state, reads the control key, balances partitions."""
+
+    def __init__(
+        self,
+        client: Any,
+        keys: Keys,
+        leases: Leases,
+        layout: Layout,
+        *,
+        stats: Callable[[], dict[str, Any]],
+        on_control: Callable[[str], None],
+        running_in: Callable[[int], int],
+    ) -> None:
+        super().__init__(name="webtrawl-heartbeat", daemon=True)
+        self._client = client
+        self._keys = keys
+        self._leases = leases
+        self._layout = layout
+        self._stats = stats
+        self._on_control = on_control
+        self._running_in = running_in
+        self._halt = threading.Event()
+        self._scripts = Scripts(client)
+        self.state = "running"
+        self._failing = False
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            started = time.monotonic()
+            try:
+                self.beat()
+                if self._failing:
+                    log.warning("Redis answers again")
+                    self._failing = False
+            except Exception as exc:  # Redis unreachable or restarting: the leases go stale, claims stop
+                if not self._failing:
+                    log.warning("heartbeat failed (%s); retrying every %.0f s", exc, HEARTBEAT)
+                    self._failing = True
+            self._halt.wait(max(0.1, HEARTBEAT - (time.monotonic() - started)))
+
+    def beat(self) -> None:
+        keys, client = self._keys, self._client
+        self._leases.renew(self._scripts)
+        control = (client.get(keys.control) or b"run").decode()
+        self._on_control(control)
+        if control in ("run", "resume") and self.state == "running":
+            live = live_nodes(client, keys)
+            states = read_partitions(client, keys, self._layout.partitions)
+            self._leases.balance(
+                self._scripts, states, max(1, len(live) + (self._leases.node not in live)), self._running_in
+            )
+        self.publish()
+
+    def publish(self, state: str | None = None) -> None:
+        seconds, micros = self._client.time()
+        info = {
+            **self._stats(),
+            "state": state or self.state,
+            "partitions": self._leases.held,
+            "at": seconds * 1000 + micros // 1000,
+        }
+        self._client.hset(self._keys.nodes, self._leases.node, json.dumps(info))
+
+    def stop(self) -> None:
+        """Stop beating, give the partitions back (their running URLs return to waiting)."""
+        self._halt.set()
+        if self.is_alive():
+            self.join(HEARTBEAT * 3)
+        try:
+            self._leases.release_all(self._scripts)
+            self.publish("left")
+        except Exception as exc:
+            log.warning("could not release this node's partitions (%s); they pass on when their leases expire", exc)
+
+
+class NodeCrawler(Crawler):
+    """A crawl run as one node of a distributed crawl."""
+
+    def __init__(
+        self,
+        config: CrawlConfig,
+        *,
+        client: Any,
+        sync_client: Any,
+        keys: Keys,
+        layout: Layout,
+        node: str,
+        lease_ttl: float,
+    ) -> None:
+        super().__init__(config)
+        self.node = node
+        self.warc_prefix = f"{config.name}-{node}"
+        self._client = client
+        self._sync = sync_client
+        self._keys = keys
+        self._layout = layout
+        self.leases = Leases(node, keys, layout.partitions, ttl=lease_ttl)
+        self.heartbeat: Heartbeat | None = None
+        self._info = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+        self._last = (time.monotonic(), 0)
+
+    async def _open_frontier(self, db: Database, crawl_id: int, politeness: Politeness, budgets: Budgets) -> Frontier:
+        async def save_checkpoint(checkpoint: Mapping[str, int]) -> None:
+            await db.run(_save_checkpoint, crawl_id, dict(checkpoint))
+
+        frontier = RedisFrontier(
+            self._client, self._keys, self._layout, self.leases, politeness, save_checkpoint=save_checkpoint
+        )
+        loop = asyncio.get_running_loop()
+
+        def on_control(command: str) -> None:
+            loop.call_soon_threadsafe(self._obey, frontier, command)
+
+        self.heartbeat = Heartbeat(
+            self._sync,
+            self._keys,
+            self.leases,
+            self._layout,
+            stats=self.node_stats,
+            on_control=on_control,
+            running_in=frontier.running_in,
+        )
+        self.heartbeat.beat()  # registered and holding partitions before the first claim
+        self.heartbeat.start()
+        return frontier
+
+    def _obey(self, frontier: RedisFrontier, command: str) -> None:
+        frontier.paused = command == "pause"
+        if command == "finished" and not frontier.finished:
+            frontier.finished = True
+            self._wake.set()
+        elif command == "stop" and not self._stopping:
+            log.info("told to stop: in-flight fetches finish, then this node reports and leaves")
+            self.stop()
+        if self.heartbeat is not None:
+            self.heartbeat.state = "paused" if command == "pause" else "stopping" if command == "stop" else "running"
+
+    def node_stats(self) -> dict[str, Any]:
+        """What the heartbeat publishes (read on the heartbeat thread: plain counters only)."""
+        now, pages = time.monotonic(), self.stats.pages
+        then, before = self._last
+        self._last = (now, pages)
+        return {
+            **self._info,
+            "pages": pages,
+            "bytes": self.stats.bytes,
+            "errors": self.stats.errors,
+            "in_flight": self.stats.fetching,
+            "pages_per_s": round((pages - before) / (now - then), 2) if now > then else 0.0,
+            "elapsed": round(self.stats.elapsed, 1),
+        }
+
+    async def run(self):  # type: ignore[no-untyped-def]
+        try:
+            report = await super().run()
+        finally:
+            if self.heartbeat is not None:
+                await asyncio.to_thread(self.heartbeat.stop)
+        final = {
+            "pages": report.pages,
+            "bytes": report.bytes,
+            "elapsed": round(report.elapsed, 2),
+            "pages_per_s": round(report.pages_per_second, 2),
+            "outcome": report.outcome,
+            **self._info,
+        }
+        await self._client.hset(self._keys.report, self.node, json.dumps(final))
+        return report
+
+
+def _save_checkpoint(conn: Any, crawl_id: int, checkpoint: dict[str, int]) -> None:
+    with transaction(conn):
+        conn.executemany(
+            "INSERT INTO warc_files(crawl_id, name, committed_end) VALUES (?, ?, ?) "
+            "ON CONFLICT(crawl_id, name) DO UPDATE SET committed_end = excluded.committed_end",
+            [(crawl_id, name, end) for name, end in checkpoint.items()],
+        )

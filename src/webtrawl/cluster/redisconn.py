@@ -1,0 +1,158 @@
+"""The one way to reach a distributed crawl's Redis: the right client for a server or a Cluster, checked before use.
+
+A crawl kept in Redis depends on two server settings: an evicting `maxmemory-policy` silently drops URLs (so it
+is refused), and a server that keeps nothing on disk forgets the whole crawl when it restarts (so it is warned
+about). Redis errors are turned into ours here, so callers never see a redis-py exception from connecting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeAlias, TypeVar
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis, SSLConnection
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
+
+from ..errors import ConfigError, RedisUnavailable
+
+Client: TypeAlias = Redis | RedisCluster
+_C = TypeVar("_C", Redis, RedisCluster)
+
+SCHEMES = ("redis", "rediss")
+CONNECT_TIMEOUT = 3.0
+# Longer than any blocking read the distributed mode issues, so a quiet connection is not taken for a dead one.
+SOCKET_TIMEOUT = 10.0
+# Backoff caps of 0.1 + 0.2 + 0.4 + 0.8 s ride out a blip or a failover yet give up within seconds; the jitter
+# keeps many nodes that lost Redis at once from reconnecting in lockstep.
+RETRIES = 4
+SETTINGS = ("maxmemory-policy", "appendonly", "save")
+
+
+async def connect(url: str) -> Client:
+    """A client for the Redis (standalone or Cluster) at `url`, after one round trip proved it answers.
+
+    Raises ConfigError for a URL that is not redis:// or rediss://, RedisUnavailable when the server cannot be
+    reached or refuses the first command.
+    """
+    scheme = urlsplit(url).scheme
+    if scheme not in SCHEMES:
+        raise ConfigError(
+            f"Redis URL {_redact(url)!r} must start with redis:// or rediss:// (got {scheme or 'none'!r})"
+        )
+    client = _build(Redis, url)
+    try:
+        clustered = (await client.info("cluster")).get("cluster_enabled") == 1
+    except RedisError as exc:
+        await client.aclose()
+        raise _unavailable(url, exc) from exc
+    if not clustered:
+        return client
+    await client.aclose()
+    cluster = _build(RedisCluster, url)
+    try:
+        await cluster.initialize()
+    except RedisError as exc:
+        await cluster.aclose()
+        raise _unavailable(url, exc) from exc
+    return cluster
+
+
+async def check_server(client: Client) -> list[str]:
+    """Warnings about the server's durability; ConfigError if it may evict keys (on a Cluster: any master).
+
+    Managed services often disable CONFIG; then the settings are unknown and the warning says so.
+    """
+    nodes: Sequence[Redis | ClusterNode] = client.get_primaries() if isinstance(client, RedisCluster) else [client]
+    warnings = []
+    for node in nodes:
+        where = _address(node)
+        try:
+            settings = await _settings(client, node)
+        except ResponseError as exc:
+            warnings.append(f"could not check the settings of Redis at {where} (CONFIG GET refused: {exc}); {_ASK}")
+            continue
+        except RedisError as exc:
+            raise _unavailable(where, exc) from exc
+        warning = _judge(where, settings)
+        if warning:
+            warnings.append(warning)
+    return warnings
+
+
+_ASK = "make sure it runs with maxmemory-policy noeviction and appendonly yes"
+
+
+def _judge(where: str, settings: dict[str, str]) -> str | None:
+    if any(name not in settings for name in SETTINGS):
+        missing = ", ".join(name for name in SETTINGS if name not in settings)
+        return f"could not check the settings of Redis at {where} (CONFIG GET does not report {missing}); {_ASK}"
+    policy = settings["maxmemory-policy"]
+    if policy != "noeviction":
+        raise ConfigError(
+            f"Redis at {where} evicts keys (maxmemory-policy {policy}): a crawl would lose URLs; "
+            "set maxmemory-policy noeviction"
+        )
+    if settings["appendonly"] == "no" and not settings["save"].strip():
+        return (
+            f"Redis at {where} keeps nothing on disk (appendonly no, no save points): a restart of Redis loses "
+            "the crawl; set appendonly yes (appendfsync everysec) to keep it"
+        )
+    return None
+
+
+async def _settings(client: Client, node: Redis | ClusterNode) -> dict[str, str]:
+    """The settings one server reports, decoded; one name per CONFIG GET, as Redis before 7 takes only one."""
+    found: dict[str, str] = {}
+    for name in SETTINGS:
+        if isinstance(client, RedisCluster):
+            reply = await client.config_get(name, target_nodes=node)
+        else:
+            reply = await client.config_get(name)
+        found.update({_text(key): _text(value) for key, value in reply.items()})
+    return found
+
+
+def _build(kind: type[_C], url: str) -> _C:
+    options: dict[str, Any] = {
+        "decode_responses": False,
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": SOCKET_TIMEOUT,
+        "socket_keepalive": True,
+        "retry": Retry(ExponentialWithJitterBackoff(cap=1.0, base=0.05), RETRIES),
+    }
+    try:
+        return kind.from_url(url, **options)
+    except (ValueError, RedisClusterException) as exc:
+        raise ConfigError(f"Redis URL {_redact(url)!r} is not usable: {exc}") from exc
+
+
+def _address(node: Redis | ClusterNode) -> str:
+    """The server's URL for messages, without credentials."""
+    if isinstance(node, ClusterNode):
+        host, port, connection_class = node.host, node.port, node.connection_class
+    else:
+        kwargs = node.connection_pool.connection_kwargs
+        host, port, connection_class = kwargs.get("host"), kwargs.get("port"), node.connection_pool.connection_class
+    scheme = "rediss" if issubclass(connection_class, SSLConnection) else "redis"
+    return f"{scheme}://{host}:{port}"
+
+
+def _unavailable(url: str, exc: RedisError) -> RedisUnavailable:
+    return RedisUnavailable(f"Redis at {_redact(url)} cannot be used: {str(exc) or type(exc).__name__}")
+
+
+def _redact(url: str) -> str:
+    """`url` with its password masked: messages reach logs and terminals."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

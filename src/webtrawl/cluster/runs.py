@@ -1,0 +1,270 @@
+"""Starting a distributed crawl's processes: the coordinator (`webtrawl crawl --redis`) and a worker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import redis
+import redis.cluster
+from redis.asyncio.cluster import RedisCluster
+
+from ..config import CrawlConfig
+from ..errors import ConfigError
+from ..fetch.politeness import Politeness
+from ..frontier.redis import Layout, RedisFrontier
+from ..models import NewURL
+from ..stats import CrawlReport
+from ..store.crawls import open_crawl
+from ..store.db import DB_NAME, Database, DirectoryLock, prepare_directory
+from ..store.index import drop_counts, failure_counts, status_counts
+from ..urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
+from .coordinator import CoordinatorLease, Gatherer, create_or_join, load_crawl, scan, watch_for_end
+from .keys import Keys
+from .leases import Leases
+from .node import HEARTBEAT, NodeCrawler, live_nodes, register
+from .redisconn import check_server, connect
+
+log = logging.getLogger(__name__)
+
+REPORT_WAIT = 10.0
+"""Seconds the coordinator waits for live nodes' final reports once the crawl is over."""
+
+
+async def _open(url: str) -> tuple[Any, Any]:
+    client = await connect(url)
+    for warning in await check_server(client):
+        log.warning("%s", warning)
+    kind = redis.cluster.RedisCluster if isinstance(client, RedisCluster) else redis.Redis
+    return client, kind.from_url(url, socket_timeout=10, socket_connect_timeout=3)
+
+
+async def run_coordinator(
+    config: CrawlConfig,
+    url: str,
+    layout: Layout,
+    *,
+    fetch: bool = True,
+    lease_ttl: float = 15.0,
+    say: Callable[[str], None] | None = None,
+) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
+    """Create or rejoin the crawl, crawl as a node (unless `fetch` is off), gather results until it ends.
+
+    Returns the crawl's report and each node's final report.
+    """
+    client, sync = await _open(url)
+    keys = Keys(config.name)
+    lease = CoordinatorLease(client, keys)
+    try:
+        await lease.acquire()
+        try:
+            config, layout = await create_or_join(client, keys, config, layout)
+            return await _coordinate(
+                config, client, sync, keys, layout, lease, fetch=fetch, lease_ttl=lease_ttl, say=say
+            )
+        finally:
+            await lease.release()
+    finally:
+        await client.aclose()
+        sync.close()
+
+
+async def _coordinate(
+    config: CrawlConfig,
+    client: Any,
+    sync: Any,
+    keys: Keys,
+    layout: Layout,
+    lease: CoordinatorLease,
+    *,
+    fetch: bool,
+    lease_ttl: float,
+    say: Callable[[str], None] | None,
+) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
+    out = prepare_directory(config.out)
+    lock = None if fetch else DirectoryLock(out)
+    if lock is not None:
+        lock.acquire()
+    db = await Database(out / DB_NAME).open()
+    try:
+        seeds = [normalize(seed) for seed in config.seeds]
+        crawl_id, _ = await db.run(open_crawl, config.name, config.identity(seeds, NORMALIZATION_VERSION))
+        gatherer = Gatherer(client, keys, layout, db, crawl_id, consumer=f"coordinator-{lease.token[:8]}")
+        await _add_seeds(client, keys, layout, config, seeds)
+        node_task: asyncio.Task[CrawlReport] | None = None
+        crawler: NodeCrawler | None = None
+        outcome = "finished"
+        async with asyncio.TaskGroup() as tg:
+            if fetch:
+                crawler = NodeCrawler(
+                    config,
+                    client=client,
+                    sync_client=sync,
+                    keys=keys,
+                    layout=layout,
+                    node=await asyncio.to_thread(register, sync, keys),
+                    lease_ttl=lease_ttl,
+                )
+                node_task = tg.create_task(crawler.run())
+            renewing = tg.create_task(_renew(lease))
+            ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
+            stopping = tg.create_task(_watch_for_stop(client, keys))
+            live = tg.create_task(_live_reports(client, sync, keys, layout, gatherer, say)) if say else None
+            done, _ = await asyncio.wait({ending, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if ending in done:
+                await client.set(keys.control, "finished")
+            else:
+                outcome = "interrupted"
+            for task in (ending, stopping):
+                task.cancel()
+            if node_task is not None:
+                await node_task
+            reports = await _final_reports(client, sync, keys, gatherer)
+            renewing.cancel()
+            if live is not None:
+                live.cancel()
+        counts = await scan(client, keys, layout.partitions)
+        report = CrawlReport(
+            name=config.name,
+            outcome=outcome,
+            pages=sum(r.get("pages", 0) for r in reports.values()),
+            bytes=sum(r.get("bytes", 0) for r in reports.values()),
+            elapsed=crawler.stats.elapsed
+            if crawler
+            else max((r.get("elapsed", 0) for r in reports.values()), default=0),
+            done_total=await db.run(_count_state, crawl_id, 2),
+            failed_total=await db.run(_count_state, crawl_id, 3),
+            waiting=counts[0],
+            statuses=await db.run(status_counts, crawl_id),
+            failures=await db.run(failure_counts, crawl_id),
+            drops=await db.run(drop_counts, crawl_id),
+        )
+        (out / f"{config.name}-nodes.json").write_text(json.dumps(reports, indent=2, sort_keys=True))
+        return report, reports
+    finally:
+        await db.close()
+        if lock is not None:
+            lock.release()
+
+
+def _count_state(conn: Any, crawl_id: int, state: int) -> int:
+    return conn.execute("SELECT COUNT(*) FROM urls WHERE crawl_id = ? AND state = ?", (crawl_id, state)).fetchone()[0]
+
+
+async def _add_seeds(client: Any, keys: Keys, layout: Layout, config: CrawlConfig, seeds: list[str]) -> None:
+    """Seeds go in once, by the coordinator (a URL given explicitly bypasses the Bloom filter)."""
+    frontier = RedisFrontier(
+        client, keys, layout, Leases("coordinator", keys, layout.partitions, ttl=1.0), Politeness(config.politeness)
+    )
+    await frontier.add(
+        [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
+    )
+
+
+async def _renew(lease: CoordinatorLease) -> None:
+    while True:
+        await asyncio.sleep(HEARTBEAT)
+        if not await lease.renew():
+            raise ConfigError("this coordinator lost its lease (it stalled too long); another one took over")
+
+
+async def _watch_for_stop(client: Any, keys: Keys) -> None:
+    while await client.get(keys.control) != b"stop":
+        await asyncio.sleep(0.5)
+    # Nodes let in-flight fetches finish and leave; their last results are gathered before the end.
+    await asyncio.sleep(HEARTBEAT)
+
+
+async def _final_reports(client: Any, sync: Any, keys: Keys, gatherer: Gatherer) -> dict[str, dict[str, Any]]:
+    """Gather the last results and wait (a little) for every live node's final report."""
+    deadline = asyncio.get_running_loop().time() + REPORT_WAIT
+    while True:
+        await gatherer.round()
+        reports = {k.decode(): json.loads(v) for k, v in (await client.hgetall(keys.report)).items()}
+        live = await asyncio.to_thread(live_nodes, sync, keys)
+        if all(node in reports for node in live) or asyncio.get_running_loop().time() > deadline:
+            await gatherer.round()
+            return reports
+        await asyncio.sleep(0.5)
+
+
+async def run_worker(
+    url: str, name: str, *, out: Path | None, concurrency: int | None, lease_ttl: float = 15.0
+) -> tuple[str, CrawlReport]:
+    """Join crawl `name` as a node; returns the node id and its report when the crawl ends or it is stopped."""
+    client, sync = await _open(url)
+    try:
+        keys = Keys(name)
+        overrides: dict[str, Any] = {}
+        if concurrency is not None:
+            overrides["concurrency"] = concurrency
+        config, layout = await load_crawl(client, keys, out=out or Path("."), **overrides)
+        node = await asyncio.to_thread(register, sync, keys)
+        if out is None:
+            config = _with_out(config, Path(f"webtrawl-{node}"))
+        crawler = NodeCrawler(
+            config, client=client, sync_client=sync, keys=keys, layout=layout, node=node, lease_ttl=lease_ttl
+        )
+        with contextlib.suppress(asyncio.CancelledError):
+            report = await crawler.run()
+        return node, report
+    finally:
+        await client.aclose()
+        sync.close()
+
+
+def _with_out(config: CrawlConfig, out: Path) -> CrawlConfig:
+    return replace(config, out=out)
+
+
+LIVE_EVERY = 5.0
+
+
+async def _live_reports(
+    client: Any, sync: Any, keys: Keys, layout: Layout, gatherer: Gatherer, say: Callable[[str], None]
+) -> None:
+    """A line about the crawl and one per node, every few seconds."""
+    while True:
+        await asyncio.sleep(LIVE_EVERY)
+        waiting, running, _act, backlog = await scan(client, keys, layout.partitions)
+        nodes = await asyncio.to_thread(live_nodes, sync, keys)
+        say(
+            f"{keys.name}: {gatherer.ingested:,} results gathered, {waiting:,} waiting, {running:,} running, "
+            f"{backlog:,} to gather; {len(nodes)} node(s)"
+        )
+        for node, info in sorted(nodes.items()):
+            say(
+                f"  {node} {info.get('state', '?'):8} {info.get('pages', 0):>8,} pages "
+                f"{info.get('pages_per_s', 0):>7.1f}/s  {info.get('in_flight', 0):>3} in flight  "
+                f"{len(info.get('partitions', [])):>3} partitions"
+            )
+
+
+async def send_control(url: str, name: str, command: str) -> None:
+    """Set the crawl's control key; every node reads it at its next heartbeat."""
+    client = await connect(url)
+    try:
+        keys = Keys(name)
+        if not await client.exists(keys.meta):
+            raise ConfigError(f"no crawl named {name!r} in the Redis at {url}")
+        await client.set(keys.control, "run" if command == "resume" else command)
+    finally:
+        await client.aclose()
+
+
+def print_nodes(reports: dict[str, dict[str, Any]]) -> None:
+    """The final per-node table."""
+    if not reports:
+        return
+    print(f"{'node':8} {'host':16} {'pages':>8} {'bytes':>12} {'seconds':>8} {'pages/s':>8}")
+    for node, r in sorted(reports.items()):
+        print(
+            f"{node:8} {str(r.get('host', ''))[:16]:16} {r.get('pages', 0):>8,} {r.get('bytes', 0):>12,} "
+            f"{r.get('elapsed', 0):>8.1f} {r.get('pages_per_s', 0):>8.1f}"
+        )

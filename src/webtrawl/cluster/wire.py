@@ -1,0 +1,126 @@
+"""A completed URL as it travels from a node to the coordinator: one Redis stream entry of compact JSON.
+
+A node appends one entry per completed URL in the script that completes it; the coordinator decodes the
+entries and writes them into its crawl database (`store.ingest`). JSON needs nothing beyond the standard
+library and stays readable with `redis-cli XRANGE`. A page's links dominate an entry, so each link (and the
+entry it came from, and its WARC location) is a positional array; the capture, one per entry and full of
+optional fields, keeps its field names. Every value round-trips exactly: floats through their shortest
+repr, tuples and header pairs rebuilt as tuples.
+
+Entries outlive the process that wrote them (a stream keeps them until the coordinator has committed
+them), so each carries its format's version and a reader refuses one it does not know.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..models import Capture, Completion, Entry, NewURL, WarcLocation
+
+VERSION = 1
+"""The format written; entries of any other version are refused."""
+
+_PLAIN_CAPTURE_FIELDS = (
+    "fp", "url", "fetched_at", "status", "content_type", "size", "truncated", "title", "text", "location",
+    "etag", "last_modified", "ip", "ttfb", "elapsed", "error",
+)  # fmt: skip
+"""Capture fields JSON carries as they are; `redirects`, the headers and `warc` need rebuilding."""
+
+
+def encode_completion(completion: Completion, node: str) -> bytes:
+    """The stream entry for `completion`, handled by `node` (its id, e.g. "node-02")."""
+    entry = completion.entry
+    capture = completion.capture
+    doc = {
+        "v": VERSION,
+        "node": node,
+        "entry": [
+            entry.url,
+            entry.fp,
+            entry.host,
+            entry.depth,
+            entry.kind,
+            entry.referrer_fp,
+            entry.attempts,
+            entry.via,
+        ],
+        "verdict": completion.verdict,
+        "reason": completion.reason,
+        "not_before": completion.not_before,
+        "capture": None if capture is None else _encode_capture(capture),
+        "children": [[u.url, u.fp, u.host, u.depth, u.kind, u.referrer_fp, u.via] for u in completion.children],
+        "drops": completion.drops,
+    }
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _encode_capture(capture: Capture) -> dict[str, Any]:
+    doc = {name: getattr(capture, name) for name in _PLAIN_CAPTURE_FIELDS}
+    warc = capture.warc
+    doc["redirects"] = capture.redirects
+    doc["request_headers"] = capture.request_headers
+    doc["response_headers"] = capture.response_headers
+    doc["warc"] = None if warc is None else [warc.file, warc.offset, warc.length, warc.payload_digest]
+    return doc
+
+
+def decode_completion(data: bytes) -> tuple[Completion, str]:
+    """The completion in a stream entry and the id of the node that handled it.
+
+    Raises ValueError for an entry of another format version or one that is not a completion at all,
+    saying which, so the coordinator can report the entry instead of guessing at it.
+    """
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:  # undecodable bytes or not JSON
+        raise ValueError(f"a completion entry must be JSON: {exc}") from None
+    version = doc.get("v") if isinstance(doc, dict) else None
+    if version != VERSION:
+        raise ValueError(
+            f"completion entry in wire format version {version!r}; this webtrawl reads version {VERSION} only "
+            "(are nodes of another webtrawl version writing to this crawl?)"
+        )
+    try:
+        url, fp, host, depth, kind, referrer_fp, attempts, via = doc["entry"]
+        completion = Completion(
+            entry=Entry(
+                url=url,
+                fp=fp,
+                host=host,
+                depth=depth,
+                kind=kind,
+                referrer_fp=referrer_fp,
+                attempts=attempts,
+                via=tuple(via),
+            ),
+            verdict=doc["verdict"],
+            reason=doc["reason"],
+            not_before=doc["not_before"],
+            capture=None if doc["capture"] is None else _decode_capture(doc["capture"]),
+            children=[
+                NewURL(url=url, fp=fp, host=host, depth=depth, kind=kind, referrer_fp=referrer_fp, via=tuple(via))
+                for url, fp, host, depth, kind, referrer_fp, via in doc["children"]
+            ],
+            drops=[(url, reason) for url, reason in doc["drops"]],
+        )
+        node = doc["node"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed completion entry (wire format version {VERSION}): {exc!r}") from None
+    if not isinstance(node, str):
+        raise ValueError(f"malformed completion entry: node id {node!r} is not a string")
+    return completion, node
+
+
+def _decode_capture(doc: dict[str, Any]) -> Capture:
+    return Capture(
+        **{name: doc[name] for name in _PLAIN_CAPTURE_FIELDS},
+        redirects=tuple(doc["redirects"]),
+        request_headers=[(name, value) for name, value in doc["request_headers"]],
+        response_headers=[(name, value) for name, value in doc["response_headers"]],
+        warc=None if doc["warc"] is None else _decode_warc(*doc["warc"]),
+    )
+
+
+def _decode_warc(file: str, offset: int, length: int, payload_digest: str | None) -> WarcLocation:
+    return WarcLocation(file=file, offset=offset, length=length, payload_digest=payload_digest)

@@ -1,0 +1,48 @@
+-- Shared by every partition script (concatenated in front of it). A partition's keys all start with
+-- PREFIX (e.g. "{crawl:p17}"), so they share one Cluster hash tag. KEYS[1] is PREFIX .. ":c", declared
+-- so that Redis routes the script to the partition's node.
+--   :c        hash: waiting, running, done, failed, seq (arrival counter), epoch, act (activity counter)
+--   :lease    string "node:epoch", with the lease's TTL
+--   :h        zset host -> head (smallest depth among its fetchable waiting URLs)
+--   :q:HOST   zset fp -> depth * 2^32 + seq: the host's waiting URLs in breadth-first order
+--   :e        hash fp -> entry (JSON made by the node: url, host, depth, kind, referrer, via)
+--   :att      hash fp -> attempts made (only for URLs tried before)
+--   :run      hash fp -> lease token the URL was handed out under
+--   :later    zset fp -> time (ms, Redis clock) a retry is due
+--   :s        stream of results for the coordinator
+local PREFIX = string.sub(KEYS[1], 1, -3)
+local C = KEYS[1]
+local SEQ_SPAN = 4294967296
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function enqueue(fp, host, depth)
+  local seq = redis.call('HINCRBY', C, 'seq', 1)
+  redis.call('ZADD', PREFIX .. ':q:' .. host, depth * SEQ_SPAN + seq, fp)
+  redis.call('ZADD', PREFIX .. ':h', 'LT', depth, host)
+end
+
+local function requeue_running()
+  local running = redis.call('HKEYS', PREFIX .. ':run')
+  for _, fp in ipairs(running) do
+    local blob = redis.call('HGET', PREFIX .. ':e', fp)
+    if blob then
+      local entry = cjson.decode(blob)
+      enqueue(fp, entry[2], entry[3])
+    end
+  end
+  if #running > 0 then
+    redis.call('DEL', PREFIX .. ':run')
+    redis.call('HINCRBY', C, 'running', -#running)
+    redis.call('HINCRBY', C, 'waiting', #running)
+    redis.call('HINCRBY', C, 'act', 1)
+  end
+  return #running
+end
+
+local function holds(token)
+  return redis.call('GET', PREFIX .. ':lease') == token
+end

@@ -1,0 +1,41 @@
+-- Complete URLs of one partition, under our lease only, and append each result to the partition's
+-- stream for the coordinator, in the same step. A URL no longer running under our token (the lease was
+-- lost and taken over: it went back to waiting) is skipped. ARGV: lease token, then 4 values per URL:
+-- fp, verdict ('done' | 'failed' | 'retry'), retry delay (ms), result (bytes for the stream).
+-- Returns {completed, skipped}, or false when the lease is not ours.
+local token = ARGV[1]
+if not holds(token) then
+  return false
+end
+local run, entries, attempts = PREFIX .. ':run', PREFIX .. ':e', PREFIX .. ':att'
+local stream = PREFIX .. ':s'
+local now = now_ms()
+local completed, skipped, retried = 0, 0, 0
+local finished = {done = 0, failed = 0}
+for i = 2, #ARGV, 4 do
+  local fp, verdict, delay, result = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
+  if redis.call('HGET', run, fp) == token then
+    redis.call('HDEL', run, fp)
+    if verdict == 'retry' then
+      redis.call('HINCRBY', attempts, fp, 1)
+      redis.call('ZADD', PREFIX .. ':later', now + delay, fp)
+      retried = retried + 1
+    else
+      redis.call('HDEL', entries, fp)
+      redis.call('HDEL', attempts, fp)
+      finished[verdict] = finished[verdict] + 1
+    end
+    redis.call('XADD', stream, '*', 'c', result)
+    completed = completed + 1
+  else
+    skipped = skipped + 1
+  end
+end
+if completed > 0 then
+  redis.call('HINCRBY', C, 'running', -completed)
+  redis.call('HINCRBY', C, 'waiting', retried)
+  redis.call('HINCRBY', C, 'done', finished.done)
+  redis.call('HINCRBY', C, 'failed', finished.failed)
+  redis.call('HINCRBY', C, 'act', 1)
+end
+return {completed, skipped}

@@ -1,0 +1,28 @@
+-- Lease operations on one partition. ARGV[1]: operation; ARGV[2]: node id or lease token; ARGV[3]: TTL (ms).
+-- acquire: a free partition gets a new epoch; whatever ran under an earlier epoch returns to waiting.
+-- renew: extend our lease, only if it is still ours. release: return our running URLs and free it.
+local op, who, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local lease = PREFIX .. ':lease'
+if op == 'acquire' then
+  if redis.call('EXISTS', lease) == 1 then
+    return false
+  end
+  local epoch = redis.call('HINCRBY', C, 'epoch', 1)
+  local token = who .. ':' .. epoch
+  redis.call('SET', lease, token, 'PX', ttl)
+  return {token, requeue_running()}
+elseif op == 'renew' then
+  if holds(who) then
+    redis.call('PEXPIRE', lease, ttl)
+    return 1
+  end
+  return 0
+elseif op == 'release' then
+  if holds(who) then
+    requeue_running()
+    redis.call('DEL', lease)
+    return 1
+  end
+  return 0
+end
+return redis.error_reply('unknown lease operation ' .. tostring(op))

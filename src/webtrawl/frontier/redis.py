@@ -1,0 +1,373 @@
+"""The distributed frontier: URL state in Redis, split into partitions by host, each leased to one node.
+
+Per partition, Redis holds each host's waiting URLs in breadth-first order, the running ones with the
+lease token they were handed out under, retries with their due time, counters, the dedup filter and a
+stream of results for the coordinator (`frontier/lua/common.lua` lists the keys). Every change is one
+Lua script on one partition, so it is atomic, and claim and complete are fenced by the lease.
+
+This object is one node's view: it claims only from partitions it holds (`cluster.leases.Leases`, kept by
+the heartbeat thread), picks hosts as the embedded frontier does (ready hosts, lowest head first, through
+`hosts.HostQueue` and the node's own politeness state: a host lives in one partition, so one node decides
+its pace), and learns the hosts' heads from the scripts' replies and from a periodic read of each held
+partition (other nodes add URLs to it). Adding goes to any partition: a page's links land wherever their
+hosts live. Batches are cut into chunks so a page with 100,000 links never blocks Redis for long.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..cluster.keys import Keys
+from ..cluster.leases import PARTITION_FIELDS, Leases
+from ..cluster.wire import encode_completion
+from ..fetch.politeness import Politeness
+from ..models import Completion, Entry, NewURL
+from ..urls import partition_of, template
+from .base import FrontierCounts
+from .bloom import fp_bytes, fp_int
+from .hosts import HostQueue
+from .scripts import Scripts
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1000
+"""URLs per script call: long enough to amortize a round trip, short enough not to block Redis."""
+REFRESH_EVERY = 0.5
+"""Seconds between two reads of the held partitions' hosts (to see URLs other nodes added)."""
+HOSTS_PER_REFRESH = 1000
+"""Hosts read per partition and refresh, lowest head first."""
+MAX_BACKLOG = 20_000
+"""Results waiting in the held partitions' streams beyond which this node stops claiming until the
+coordinator catches up: Redis memory stays bounded when the coordinator is slow or away."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """How a crawl's URLs are laid out in Redis: fixed when the crawl is created."""
+
+    partitions: int = 64
+    dedup: str = "bloom"
+    bloom_capacity: int = 156_250
+    bloom_error_rate: float = 1e-4
+    max_urls_per_host: int | None = None
+    max_urls_per_template: int | None = None
+
+
+class RedisFrontier:
+    """The `Frontier` of one node of a distributed crawl."""
+
+    def __init__(
+        self,
+        client: Any,
+        keys: Keys,
+        layout: Layout,
+        leases: Leases,
+        politeness: Politeness,
+        *,
+        save_checkpoint: Callable[[Mapping[str, int]], Awaitable[None]] | None = None,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._layout = layout
+        self._leases = leases
+        self._politeness = politeness
+        self._save_checkpoint = save_checkpoint
+        self._scripts = Scripts(client)
+        self._host_ids: dict[str, int] = {}
+        self._host_names: dict[int, str] = {}
+        self._host_partition: dict[int, int] = {}
+        self._hosts = HostQueue({})
+        self._known: dict[int, set[int]] = defaultdict(set)
+        """Per held partition, the host ids this node has heads for."""
+        self._retry_at: dict[int, float] = {}
+        """Per held partition, when its first retry is due (wall clock)."""
+        self._running_in: Counter[int] = Counter()
+        self._running = 0
+        self._refreshed = 0.0
+        self._backlog = 0
+        self._done = 0
+        """URLs this node completed as done since `_done_base` (the crawl's total at the last refresh) was read."""
+        self._done_base = 0
+        self.paused = False
+        self.finished = False
+        """Set when the coordinator declared the crawl over (nothing waiting or running anywhere)."""
+        politeness.on_ready = self._host_ready
+
+    def _host_ready(self, host: str) -> None:
+        host_id = self._host_ids.get(host)
+        if host_id is not None:
+            self._hosts.wake(host_id)
+
+    def _host_id(self, host: str, partition: int) -> int:
+        host_id = self._host_ids.get(host)
+        if host_id is None:
+            host_id = self._host_ids[host] = len(self._host_ids) + 1
+            self._host_names[host_id] = host
+            self._host_partition[host_id] = partition
+        return host_id
+
+    def partition(self, host: str) -> int:
+        return partition_of(host, self._layout.partitions)
+
+    def running_in(self, p: int) -> int:
+        """URLs of partition `p` handed out here and not completed yet (read by the heartbeat thread)."""
+        return self._running_in.get(p, 0)
+
+    # -- adding -----------------------------------------------------------------------------------
+
+    async def add(self, urls: Sequence[NewURL], drops: Sequence[tuple[str, str]] = ()) -> int:
+        if drops:
+            await self._client.xadd(
+                self._keys.stream(0), {"d": json.dumps([[url, reason, ""] for url, reason in drops])}
+            )
+        return await self._add(urls)
+
+    async def _add(self, urls: Sequence[NewURL]) -> int:
+        layout = self._layout
+        by_partition: dict[int, list[NewURL]] = defaultdict(list)
+        for url in urls:
+            by_partition[self.partition(url.host)].append(url)
+        head = [
+            layout.dedup,
+            layout.bloom_capacity,
+            repr(layout.bloom_error_rate),
+            layout.max_urls_per_host or 0,
+            layout.max_urls_per_template or 0,
+        ]
+        added = 0
+        for p, items in by_partition.items():
+            for start in range(0, len(items), CHUNK):
+                args: list[Any] = list(head)
+                for u in items[start : start + CHUNK]:
+                    blob = json.dumps(
+                        [
+                            u.url,
+                            u.host,
+                            u.depth,
+                            u.kind,
+                            str(u.referrer_fp) if u.referrer_fp is not None else None,
+                            list(u.via),
+                        ],
+                        separators=(",", ":"),
+                    )
+                    referrer = "" if u.referrer_fp is None else str(u.referrer_fp)
+                    args += [fp_bytes(u.fp), u.host, u.depth, blob, u.kind, template(u.url), referrer]
+                new, heads = await self._scripts.add(keys=[self._keys.counters(p)], args=args)
+                added += int(new)
+                self._apply_heads(p, heads)
+        return added
+
+    def _apply_heads(self, p: int, heads: list[Any]) -> None:
+        """Take in (host, head) pairs a script returned for partition `p`, if this node holds it."""
+        if p not in self._known and self._leases.token(p) is None:
+            return
+        known = self._known[p]
+        for i in range(0, len(heads), 2):
+            host = heads[i].decode()
+            host_id = self._host_id(host, p)
+            if heads[i + 1] is None:
+                self._hosts.set_head(host_id, None)
+                known.discard(host_id)
+            else:
+                self._hosts.raise_head(host_id, int(float(heads[i + 1])))
+                known.add(host_id)
+
+    # -- claiming ---------------------------------------------------------------------------------
+
+    async def claim(self, n: int) -> list[Entry]:
+        if n <= 0 or self.paused or self.finished:
+            return []
+        usable = self._leases.usable()
+        mono = time.monotonic()
+        if mono - self._refreshed >= REFRESH_EVERY:
+            await self._refresh(usable)
+        if self._backlog > MAX_BACKLOG:
+            return []
+        now = time.time()
+        for p in [p for p, at in self._retry_at.items() if at <= now and p in usable]:
+            del self._retry_at[p]  # the claim script puts due retries back in their hosts' queues
+            reply = await self._scripts.claim(keys=[self._keys.counters(p)], args=[usable[p]])
+            if reply is not None:
+                self._apply_heads(p, reply[1])
+        politeness, names, hosts = self._politeness, self._host_names, self._hosts
+        plan: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for host_id in hosts.candidates(mono):
+            p = self._host_partition[host_id]
+            if p not in usable:
+                hosts.park(host_id, mono + REFRESH_EVERY)
+                continue
+            host = names[host_id]
+            take = min(politeness.free_slots(host, mono), n)
+            if take <= 0:
+                hosts.park(host_id, politeness.wait(host, mono))
+                continue
+            for _ in range(take):
+                politeness.reserve(host, mono)
+            hosts.served(host_id)
+            plan[p].append((host_id, take))
+            n -= take
+            if n == 0:
+                break
+        entries: list[Entry] = []
+        for p, wanted in plan.items():
+            args: list[Any] = [usable[p]]
+            for host_id, take in wanted:
+                args += [names[host_id], take]
+            reply = await self._scripts.claim(keys=[self._keys.counters(p)], args=args)
+            got: Counter[str] = Counter()
+            if reply is None:  # the lease is gone: the heartbeat thread will notice too
+                self._forget_partition(p)
+            else:
+                flat, heads = reply
+                for i in range(0, len(flat), 3):
+                    url, host, depth, kind, referrer, via = json.loads(flat[i + 1])
+                    entries.append(
+                        Entry(
+                            url=url,
+                            fp=fp_int(flat[i]),
+                            host=host,
+                            depth=depth,
+                            kind=kind,
+                            referrer_fp=int(referrer) if referrer is not None else None,
+                            attempts=int(flat[i + 2]),
+                            via=tuple(via),
+                        )
+                    )
+                    got[host] += 1
+                self._apply_heads(p, heads)
+                self._running_in[p] += sum(got.values())
+            started = time.monotonic()
+            for host_id, take in wanted:
+                host = names[host_id]
+                for _ in range(take - got[host]):
+                    politeness.cancel(host)
+                if got[host]:
+                    politeness.started(host, started)
+        self._running += len(entries)
+        return entries
+
+    async def _refresh(self, usable: Mapping[int, str]) -> None:
+        """Read the hosts, due retries and result backlog of every held partition; forget lost ones."""
+        self._refreshed = time.monotonic()
+        for p in [p for p in self._known if p not in usable and self._running_in.get(p, 0) == 0]:
+            self._forget_partition(p)
+        backlog = 0
+        now = time.time()
+        for p in usable:
+            keys = self._keys
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zrange(keys.hosts(p), 0, HOSTS_PER_REFRESH - 1, withscores=True)
+            pipe.zrange(keys.later(p), 0, 0, withscores=True)
+            pipe.xlen(keys.stream(p))
+            pipe.time()
+            hosts, later, length, (seconds, micros) = await pipe.execute()
+            backlog += length
+            flat: list[Any] = []
+            for host, score in hosts:
+                flat += [host, score]
+            seen = {self._host_id(host.decode(), p) for host, _ in hosts}
+            for host_id in self._known[p] - seen:
+                if len(hosts) < HOSTS_PER_REFRESH:
+                    self._hosts.set_head(host_id, None)
+                    self._known[p].discard(host_id)
+            self._apply_heads(p, flat)
+            if later:
+                redis_now = seconds + micros / 1e6
+                self._retry_at[p] = now + max(0.0, later[0][1] / 1000 - redis_now)
+            else:
+                self._retry_at.pop(p, None)
+        self._backlog = backlog
+        self._done_base, self._done = (await self.counts()).done, 0
+
+    def _forget_partition(self, p: int) -> None:
+        for host_id in self._known.pop(p, set()):
+            self._hosts.set_head(host_id, None)
+        self._retry_at.pop(p, None)
+
+    # -- completing -------------------------------------------------------------------------------
+
+    async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
+        """Children first (in whatever partitions they live), then the results, fenced by the leases.
+
+        The archive checkpoint is saved locally before anything is completed in Redis: a crash in between
+        leaves records whose URLs are fetched again (at least once), never a result without its record.
+        """
+        if self._save_checkpoint is not None and checkpoint:
+            await self._save_checkpoint(checkpoint)
+        children = [child for item in batch for child in item.children]
+        if children:
+            await self._add(children)
+        by_partition: dict[int, list[Completion]] = defaultdict(list)
+        for item in batch:
+            by_partition[self.partition(item.entry.host)].append(item)
+        now = time.time()
+        for p, items in by_partition.items():
+            token = self._leases.token(p)
+            for start in range(0, len(items), CHUNK):
+                chunk = items[start : start + CHUNK]
+                if token is None:
+                    self._fenced(p, len(chunk))
+                    continue
+                args: list[Any] = [token]
+                for item in chunk:
+                    delay = max(0, int(((item.not_before or now) - now) * 1000))
+                    args += [fp_bytes(item.entry.fp), item.verdict, delay, encode_completion(item, self._leases.node)]
+                reply = await self._scripts.complete(keys=[self._keys.counters(p)], args=args)
+                if reply is None:
+                    self._fenced(p, len(chunk))
+                elif int(reply[1]):
+                    self._fenced(p, int(reply[1]))
+                self._done += sum(item.verdict == "done" for item in chunk)
+            retries = [item.not_before or now for item in items if item.verdict == "retry"]
+            if retries and token is not None:
+                self._retry_at[p] = min(self._retry_at.get(p, retries[0]), *retries)
+            self._running_in[p] -= len(items)
+            if self._running_in[p] <= 0:
+                del self._running_in[p]
+        self._running -= len(batch)
+
+    def _fenced(self, p: int, count: int) -> None:
+        log.warning("partition %d: %d result(s) not recorded: its lease passed to another node", p, count)
+
+    # -- state ------------------------------------------------------------------------------------
+
+    async def counts(self) -> FrontierCounts:
+        pipe = self._client.pipeline(transaction=False)
+        for p in range(self._layout.partitions):
+            pipe.hmget(self._keys.counters(p), *PARTITION_FIELDS)
+        counts = FrontierCounts()
+        for values in await pipe.execute():
+            waiting, running, done, failed, _act = (int(v or 0) for v in values)
+            counts.waiting += waiting
+            counts.running += running
+            counts.done += done
+            counts.failed += failed
+        return counts
+
+    def done_count(self) -> int:
+        return self._done_base + self._done
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    def exhausted(self) -> bool:
+        return self.finished and self._running == 0
+
+    def next_wakeup(self) -> float | None:
+        waits = [REFRESH_EVERY]
+        if self._hosts.awake:
+            return 0.0
+        if (at := self._hosts.next_wake()) is not None:
+            waits.append(at - time.monotonic())
+        waits.extend(at - time.time() for at in self._retry_at.values())
+        return max(0.0, min(waits))
+
+    async def close(self) -> None:
+        """Nothing to return here: the heartbeat thread releases the leases, which requeues our URLs."""

@@ -1,0 +1,77 @@
+"""The coordinator's view of a crawl: results gathered into its database, and the end decided only when
+nothing waits or runs anywhere for a grace period (a node alone cannot tell)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import redis
+
+from webtrawl.cluster import coordinator as coordinating
+from webtrawl.cluster.coordinator import GROUP, Gatherer, watch_for_end
+from webtrawl.cluster.keys import Keys
+from webtrawl.cluster.leases import Leases
+from webtrawl.cluster.redisconn import connect
+from webtrawl.config import PolitenessConfig
+from webtrawl.fetch.politeness import Politeness
+from webtrawl.fetch.robots import ALLOW_ALL
+from webtrawl.frontier.redis import Layout, RedisFrontier
+from webtrawl.frontier.scripts import Scripts
+from webtrawl.models import Completion, NewURL
+from webtrawl.store.crawls import open_crawl
+from webtrawl.store.db import Database
+from webtrawl.urls import fingerprint, origin
+
+KEYS = Keys("end-test")
+LAYOUT = Layout(partitions=4)
+
+
+def new(path: str, depth: int) -> NewURL:
+    url = f"http://a.test{path}"
+    return NewURL(url=url, fp=fingerprint(url), host=origin(url), depth=depth, kind="seed" if depth == 0 else "link")
+
+
+async def test_the_crawl_ends_once_nothing_waits_or_runs_and_every_result_is_gathered(
+    redis_url: str, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(coordinating, "GRACE", 0.3)
+    client = await connect(redis_url)
+    sync = redis.Redis.from_url(redis_url)
+    db = await Database(tmp_path / "crawl.db").open()
+    try:
+        for p in range(LAYOUT.partitions):
+            await client.xgroup_create(KEYS.stream(p), GROUP, id="0", mkstream=True)
+        leases = Leases("node-01", KEYS, LAYOUT.partitions, ttl=60)
+        for p in range(LAYOUT.partitions):
+            assert leases.acquire(Scripts(sync), p)
+        politeness = Politeness(PolitenessConfig(per_host=10, delay=0), robots=ALLOW_ALL)
+        frontier = RedisFrontier(client, KEYS, LAYOUT, leases, politeness)
+        crawl_id, _ = await db.run(open_crawl, "end", {"seeds": []})
+        gatherer = Gatherer(client, KEYS, LAYOUT, db, crawl_id, consumer="test")
+        await frontier.add([new("/", 0)])
+        end = asyncio.create_task(watch_for_end(client, KEYS, LAYOUT.partitions, gatherer))
+
+        [seed] = await frontier.claim(10)
+        await asyncio.sleep(0.8)
+        assert not end.done()  # a URL runs
+        await frontier.complete([Completion(entry=seed, verdict="done", children=[new("/a", 1), new("/b", 1)])], {})
+        politeness.release(seed.host)
+        await asyncio.sleep(0.8)
+        assert not end.done()  # its children wait
+        children = await frontier.claim(10)
+        await frontier.complete([Completion(entry=child, verdict="done") for child in children], {})
+        await asyncio.wait_for(end, timeout=3)
+
+        conn = sqlite3.connect(tmp_path / "crawl.db")
+        assert conn.execute("SELECT url, state FROM urls ORDER BY url").fetchall() == [
+            ("http://a.test/", 2),
+            ("http://a.test/a", 2),
+            ("http://a.test/b", 2),
+        ]
+        assert sum([await client.xlen(KEYS.stream(p)) for p in range(LAYOUT.partitions)]) == 0  # gathered, trimmed
+    finally:
+        await db.close()
+        await client.aclose()
+        sync.close()
