@@ -73,7 +73,22 @@ def redis_url(_redis_session_server: RedisServer) -> str:
 
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[RedisCluster]:
-    """A 3-master Redis Cluster shared by the session; tests use keys of their own."""
+    """A 3-master Redis Cluster shared by the session; tests use keys of their own (or `redis_cluster_url`)."""
     _require_redis()
     with RedisCluster() as cluster:
         yield cluster
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: RedisCluster) -> str:
+    """The URL of the session's Redis Cluster, every master emptied (FLUSHALL) before each test."""
+    for url in redis_cluster.urls:
+        with redis.Redis.from_url(url) as client:
+            client.flushall()
+    return redis_cluster.url
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def redis_any(request: pytest.FixtureRequest) -> str:
+    """A standalone Redis, then a 3-master Cluster (each emptied first): the distributed mode must run on both."""
+    return request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Self
 
 import redis
+import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -38,6 +39,13 @@ def free_port() -> int:
 def _probe(port: int) -> redis.Redis:
     """A client that fails at once instead of retrying, so polling loops own the timing."""
     return redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+
+
+def blocking_client(url: str) -> redis.Redis | redis.cluster.RedisCluster:
+    """A blocking client for the server at `url`: a Cluster client if that server is part of a Cluster."""
+    with redis.Redis.from_url(url) as probe:
+        clustered = probe.info("cluster").get("cluster_enabled") == 1
+    return redis.cluster.RedisCluster.from_url(url) if clustered else redis.Redis.from_url(url)
 
 
 class RedisServer:

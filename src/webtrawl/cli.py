@@ -19,7 +19,7 @@ import click
 from click.core import ParameterSource
 
 from . import __version__
-from .cluster.runs import print_nodes, run_coordinator, run_worker, send_control
+from .cluster.runs import crawl_status, print_nodes, print_status, run_coordinator, run_worker, send_control
 from .config import CrawlConfig, FetchConfig, PolitenessConfig, ScopeConfig
 from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError
@@ -192,11 +192,9 @@ def crawl(
     except USAGE_ERRORS as exc:
         _fail(str(exc))
     if redis_url is not None:
-        layout = _layout(config, partitions, dedup, expected_urls, fp_rate)
+        layout = _layout(config, partitions, dedup, expected_urls, fp_rate, lease_ttl)
         report, nodes = _run_distributed(
-            run_coordinator(
-                config, redis_url, layout, fetch=not no_fetch, lease_ttl=lease_ttl, say=None if quiet else _say
-            )
+            run_coordinator(config, redis_url, layout, fetch=not no_fetch, say=None if quiet else _say)
         )
         _finish(report, quiet)
         print_nodes(nodes)
@@ -329,10 +327,16 @@ def _build_config(
 
 
 @main.command()
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=click.Path(path_type=Path), required=False)
 @click.option("--name", default="default", show_default=True)
-def status(directory: Path, name: str) -> None:
-    """Print the frontier's counts of a crawl directory."""
+@click.option("--redis", "redis_url", metavar="URL", help="Show a distributed crawl as Redis holds it (no DIRECTORY).")
+def status(directory: Path | None, name: str, redis_url: str | None) -> None:
+    """Print the frontier's counts of a crawl directory (or of a distributed crawl, with --redis)."""
+    if redis_url is not None:
+        print_status(_run_distributed(crawl_status(redis_url, name)))
+        return
+    if directory is None:
+        _fail("give the crawl DIRECTORY, or --redis URL for a distributed crawl")
     try:
         conn = connect(directory / DB_NAME, readonly=True)
         crawl_id = crawl_id_of(conn, name)
@@ -382,9 +386,13 @@ def _say(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _layout(config: CrawlConfig, partitions: int, dedup: str, expected_urls: int, fp_rate: float) -> Layout:
-    if partitions < 1 or expected_urls < 1 or not 0 < fp_rate < 1:
-        raise click.UsageError("--partitions and --expected-urls must be ≥ 1, --fp-rate between 0 and 1")
+def _layout(
+    config: CrawlConfig, partitions: int, dedup: str, expected_urls: int, fp_rate: float, lease_ttl: float
+) -> Layout:
+    if partitions < 1 or expected_urls < 1 or not 0 < fp_rate < 1 or lease_ttl < 1:
+        raise click.UsageError(
+            "--partitions and --expected-urls must be ≥ 1, --fp-rate between 0 and 1, --lease-ttl ≥ 1 s"
+        )
     return Layout(
         partitions=partitions,
         dedup=dedup,
@@ -392,6 +400,7 @@ def _layout(config: CrawlConfig, partitions: int, dedup: str, expected_urls: int
         bloom_error_rate=fp_rate,
         max_urls_per_host=config.scope.max_urls_per_host,
         max_urls_per_template=config.scope.max_urls_per_template,
+        lease_ttl=lease_ttl,
     )
 
 

@@ -66,6 +66,8 @@ class Crawler:
         self.frontier: Frontier | None = None
         self.warc_prefix = config.name
         """WARC file names start with it (a node of a distributed crawl adds its id)."""
+        self.warc_family: str | None = None
+        """A regex of the WARC prefixes earlier runs in this directory wrote with (see `WarcWriter`)."""
 
     def stop(self) -> None:
         """Stop handing out URLs; in-flight fetches finish (for a few seconds at most) and are committed."""
@@ -102,6 +104,7 @@ class Crawler:
                     max_size=config.warc_size,
                     software=f"webtrawl/{__version__}",
                     committed=committed,
+                    family=self.warc_family,
                 )
             )
             mirror = Mirror(out / "mirror") if config.mirror else None

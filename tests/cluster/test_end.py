@@ -7,8 +7,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-import redis
-
+from tests.redis_servers import blocking_client
 from webtrawl.cluster import coordinator as coordinating
 from webtrawl.cluster.coordinator import GROUP, Gatherer, watch_for_end
 from webtrawl.cluster.keys import Keys
@@ -34,11 +33,11 @@ def new(path: str, depth: int) -> NewURL:
 
 
 async def test_the_crawl_ends_once_nothing_waits_or_runs_and_every_result_is_gathered(
-    redis_url: str, tmp_path: Path, monkeypatch
+    redis_any: str, tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.setattr(coordinating, "GRACE", 0.3)
-    client = await connect(redis_url)
-    sync = redis.Redis.from_url(redis_url)
+    client = await connect(redis_any)
+    sync = blocking_client(redis_any)
     db = await Database(tmp_path / "crawl.db").open()
     try:
         for p in range(LAYOUT.partitions):

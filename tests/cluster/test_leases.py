@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis
+import redis.cluster
 
+from tests.redis_servers import blocking_client
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases, read_partitions
 from webtrawl.cluster.redisconn import connect
@@ -27,9 +29,9 @@ def new(url: str, depth: int = 1) -> NewURL:
 
 
 @pytest.fixture
-async def redis_clients(redis_url: str) -> AsyncIterator[tuple[object, redis.Redis]]:
-    client = await connect(redis_url)
-    sync = redis.Redis.from_url(redis_url)
+async def redis_clients(redis_any: str) -> AsyncIterator[tuple[object, redis.Redis | redis.cluster.RedisCluster]]:
+    client = await connect(redis_any)
+    sync = blocking_client(redis_any)
     yield client, sync
     await client.aclose()
     sync.close()

@@ -19,8 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import redis
+import redis.cluster
 
+from tests.redis_servers import blocking_client
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
@@ -65,10 +66,12 @@ async def sqlite_backend(
 async def redis_backend(
     tmp_path: Path, politeness: Politeness, budgets: tuple[int | None, int | None] = (None, None), *, url: str = ""
 ) -> AsyncIterator[tuple[Frontier, Reopen]]:
-    """One node holding every partition of a crawl in a Redis emptied for the test."""
+    """One node holding every partition of a crawl in a Redis (standalone or Cluster) emptied for the test."""
     keys = Keys("contract")
     layout = Layout(partitions=4, max_urls_per_host=budgets[0], max_urls_per_template=budgets[1])
-    sync = redis.Redis.from_url(url)
+    sync = blocking_client(url)
+    if isinstance(sync, redis.cluster.RedisCluster):  # the partitions span every master, so routing is tested
+        assert len({sync.get_node_from_key(keys.counters(p)).name for p in range(layout.partitions)}) == 3
     clients = []
 
     async def open_frontier(node: str) -> Frontier:
@@ -93,13 +96,15 @@ async def redis_backend(
         sync.close()
 
 
-BACKENDS = {"sqlite": sqlite_backend, "redis": redis_backend}
-LACKS = {
-    "redis": {
-        "local-end": "a node cannot tell alone that a distributed crawl is over: the coordinator decides it "
-        "(tested in tests/cluster/test_end.py)",
-    }
+BACKENDS = {"sqlite": sqlite_backend, "redis": redis_backend, "redis-cluster": redis_backend}
+"""`redis` runs on a standalone server, `redis-cluster` on a 3-master Cluster: the same code, other routing."""
+_NODE_ALONE = {
+    "local-end": "a node cannot tell alone that a distributed crawl is over: the coordinator decides it "
+    "(tested in tests/cluster/test_end.py)",
 }
+LACKS = {"redis": _NODE_ALONE, "redis-cluster": _NODE_ALONE}
+SERVERS = {"redis": "redis_url", "redis-cluster": "redis_cluster_url"}
+"""The fixture giving each Redis backend its emptied server."""
 
 
 def url(path: str, host: str = "a.test", depth: int = 1, kind: str = "link") -> NewURL:
@@ -131,7 +136,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path):
         reason = LACKS.get(request.param, {}).get(mark.args[0])
         if reason:
             pytest.skip(f"{request.param} lacks {mark.args[0]!r} by design: {reason}")
-    extra = {"url": request.getfixturevalue("redis_url")} if request.param == "redis" else {}
+    server = SERVERS.get(request.param)
+    extra = {"url": request.getfixturevalue(server)} if server else {}
 
     def make(
         per_host: int = 10,

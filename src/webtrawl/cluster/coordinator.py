@@ -18,6 +18,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -32,6 +33,7 @@ from ..store.ingest import ingest, ingest_drops
 from ..urls import NORMALIZATION_VERSION
 from .keys import Keys
 from .leases import PARTITION_FIELDS
+from .redisconn import persist
 from .wire import decode_completion
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,6 @@ READ_COUNT = 500
 """Stream entries read per partition and round."""
 GRACE = 2.0
 """Seconds between the two scans that must both find the crawl empty."""
-COORDINATOR_TTL = 15_000
 HASH_NAME = "xxh3_64(host key) mod partitions"
 HASH_VERSION = 1
 
@@ -110,21 +111,32 @@ async def load_crawl(client: Any, keys: Keys, **overrides: Any) -> tuple[CrawlCo
 class CoordinatorLease:
     """The lease that makes this process the crawl's only coordinator."""
 
-    def __init__(self, client: Any, keys: Keys) -> None:
+    def __init__(self, client: Any, keys: Keys, ttl: float) -> None:
         self._client = client
         self._keys = keys
+        self._ttl = int(ttl * 1000)
         self.token = uuid.uuid4().hex
 
-    async def acquire(self) -> None:
-        if not await self._client.set(self._keys.coordinator, self.token, nx=True, px=COORDINATOR_TTL):
-            raise ConfigError(
-                f"crawl {self._keys.name!r} already has a coordinator; join it with `webtrawl worker`, "
-                f"or wait {COORDINATOR_TTL // 1000} s if that coordinator died"
-            )
+    async def acquire(self, say: Callable[[str], None] | None = None) -> None:
+        """Take the lease; if another coordinator holds it, wait one TTL (it may have died) before refusing."""
+        deadline = time.monotonic() + self._ttl / 1000 + 1
+        while not await self._client.set(self._keys.coordinator, self.token, nx=True, px=self._ttl):
+            if time.monotonic() > deadline:
+                raise ConfigError(
+                    f"crawl {self._keys.name!r} already has a running coordinator; join it with `webtrawl worker`"
+                )
+            if say is not None:
+                say(f"crawl {self._keys.name!r} has a coordinator lease: waiting for it to expire (it may have died)")
+                say = None
+            await asyncio.sleep(0.5)
 
     async def renew(self) -> bool:
-        if await self._client.get(self._keys.coordinator) == self.token.encode():
-            await self._client.pexpire(self._keys.coordinator, COORDINATOR_TTL)
+        """Extend the lease; take it again if it vanished (a Redis restart lost it); False if another holds it."""
+        holder = await persist("renewing the coordinator lease", lambda: self._client.get(self._keys.coordinator))
+        if holder is None:
+            return bool(await self._client.set(self._keys.coordinator, self.token, nx=True, px=self._ttl))
+        if holder == self.token.encode():
+            await self._client.pexpire(self._keys.coordinator, self._ttl)
             return True
         return False
 
@@ -154,8 +166,11 @@ class Gatherer:
         for p in range(self._layout.partitions):
             stream = self._keys.stream(p)
             if self._pending_first:
-                await self._claim_orphans(stream)
-            replies = await self._client.xreadgroup(GROUP, self._consumer, {stream: start}, count=READ_COUNT)
+                await persist("taking over results", lambda stream=stream: self._claim_orphans(stream))
+            replies = await persist(
+                "reading results",
+                lambda stream=stream: self._client.xreadgroup(GROUP, self._consumer, {stream: start}, count=READ_COUNT),
+            )
             for _name, entries in replies or []:
                 if entries:
                     applied += await self._apply(p, stream, entries)
@@ -182,8 +197,8 @@ class Gatherer:
             await self._db.run(ingest, self._crawl, items)
         if drops:
             await self._db.run(ingest_drops, self._crawl, drops)
-        await self._client.xack(stream, GROUP, *ids)
-        await self._client.xdel(stream, *ids)
+        await persist("acknowledging results", lambda: self._client.xack(stream, GROUP, *ids))
+        await persist("trimming results", lambda: self._client.xdel(stream, *ids))
         return len(ids)
 
 
@@ -193,7 +208,7 @@ async def scan(client: Any, keys: Keys, partitions: int) -> tuple[int, int, int,
     for p in range(partitions):
         pipe.hmget(keys.counters(p), *PARTITION_FIELDS)
         pipe.xlen(keys.stream(p))
-    replies = await pipe.execute()
+    replies = await persist("scanning partitions", pipe.execute)
     waiting = running = act = backlog = 0
     for p in range(partitions):
         values = dict(zip(PARTITION_FIELDS, (int(v or 0) for v in replies[2 * p]), strict=True))

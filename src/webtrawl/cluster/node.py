@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -31,6 +32,7 @@ from ..frontier.scripts import Scripts
 from ..store.db import Database, transaction
 from .keys import Keys
 from .leases import Leases, read_partitions
+from .redisconn import persist
 
 log = logging.getLogger(__name__)
 
@@ -146,16 +148,16 @@ class NodeCrawler(Crawler):
         keys: Keys,
         layout: Layout,
         node: str,
-        lease_ttl: float,
     ) -> None:
         super().__init__(config)
         self.node = node
         self.warc_prefix = f"{config.name}-{node}"
+        self.warc_family = re.escape(config.name) + r"-node-\d+"
         self._client = client
         self._sync = sync_client
         self._keys = keys
         self._layout = layout
-        self.leases = Leases(node, keys, layout.partitions, ttl=lease_ttl)
+        self.leases = Leases(node, keys, layout.partitions, ttl=layout.lease_ttl)
         self.heartbeat: Heartbeat | None = None
         self._info = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
         self._last = (time.monotonic(), 0)
@@ -225,7 +227,7 @@ class NodeCrawler(Crawler):
             "outcome": report.outcome,
             **self._info,
         }
-        await self._client.hset(self._keys.report, self.node, json.dumps(final))
+        await persist("reporting", lambda: self._client.hset(self._keys.report, self.node, json.dumps(final)))
         return report
 
 

@@ -7,7 +7,9 @@ about). Redis errors are turned into ours here, so callers never see a redis-py 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
@@ -15,12 +17,16 @@ from redis.asyncio import Redis, SSLConnection
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import ClusterDownError, RedisClusterException, RedisError, ResponseError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..errors import ConfigError, RedisUnavailable
 
 Client: TypeAlias = Redis | RedisCluster
 _C = TypeVar("_C", Redis, RedisCluster)
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 SCHEMES = ("redis", "rediss")
 CONNECT_TIMEOUT = 3.0
@@ -156,3 +162,29 @@ def _redact(url: str) -> str:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+UNREACHABLE = (ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError)
+"""Errors that mean Redis is away for now (down, restarting, loading its AOF, failing over), not a bug."""
+MAX_PAUSE = 5.0
+
+
+async def persist(what: str, call: Callable[[], Awaitable[T]]) -> T:
+    """`await call()` until Redis answers: a Redis that restarts pauses the crawl instead of ending it.
+
+    The first failure is logged with what was being done, and the recovery too; the waits grow to `MAX_PAUSE`.
+    """
+    pause, failing = 0.2, False
+    while True:
+        try:
+            result = await call()
+        except UNREACHABLE as exc:
+            if not failing:
+                log.warning("Redis unreachable while %s (%s); retrying every few seconds", what, exc)
+                failing = True
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, MAX_PAUSE)
+            continue
+        if failing:
+            log.warning("Redis answers again (%s)", what)
+        return result

@@ -18,18 +18,20 @@ from redis.asyncio.cluster import RedisCluster
 from ..config import CrawlConfig
 from ..errors import ConfigError
 from ..fetch.politeness import Politeness
+from ..frontier.bloom import bloom_stats
 from ..frontier.redis import Layout, RedisFrontier
 from ..models import NewURL
 from ..stats import CrawlReport
 from ..store.crawls import open_crawl
 from ..store.db import DB_NAME, Database, DirectoryLock, prepare_directory
 from ..store.index import drop_counts, failure_counts, status_counts
+from ..store.ingest import settle_unreached
 from ..urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
 from .coordinator import CoordinatorLease, Gatherer, create_or_join, load_crawl, scan, watch_for_end
 from .keys import Keys
 from .leases import Leases
 from .node import HEARTBEAT, NodeCrawler, live_nodes, register
-from .redisconn import check_server, connect
+from .redisconn import check_server, connect, persist
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,6 @@ async def run_coordinator(
     layout: Layout,
     *,
     fetch: bool = True,
-    lease_ttl: float = 15.0,
     say: Callable[[str], None] | None = None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
     """Create or rejoin the crawl, crawl as a node (unless `fetch` is off), gather results until it ends.
@@ -60,14 +61,12 @@ async def run_coordinator(
     """
     client, sync = await _open(url)
     keys = Keys(config.name)
-    lease = CoordinatorLease(client, keys)
+    lease = CoordinatorLease(client, keys, layout.lease_ttl)
     try:
-        await lease.acquire()
+        await lease.acquire(say)
         try:
             config, layout = await create_or_join(client, keys, config, layout)
-            return await _coordinate(
-                config, client, sync, keys, layout, lease, fetch=fetch, lease_ttl=lease_ttl, say=say
-            )
+            return await _coordinate(config, client, sync, keys, layout, lease, fetch=fetch, say=say)
         finally:
             await lease.release()
     finally:
@@ -84,7 +83,6 @@ async def _coordinate(
     lease: CoordinatorLease,
     *,
     fetch: bool,
-    lease_ttl: float,
     say: Callable[[str], None] | None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
     out = prepare_directory(config.out)
@@ -109,7 +107,6 @@ async def _coordinate(
                     keys=keys,
                     layout=layout,
                     node=await asyncio.to_thread(register, sync, keys),
-                    lease_ttl=lease_ttl,
                 )
                 node_task = tg.create_task(crawler.run())
             renewing = tg.create_task(_renew(lease))
@@ -118,9 +115,9 @@ async def _coordinate(
             live = tg.create_task(_live_reports(client, sync, keys, layout, gatherer, say)) if say else None
             done, _ = await asyncio.wait({ending, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if ending in done:
-                await client.set(keys.control, "finished")
+                await persist("declaring the end", lambda: client.set(keys.control, "finished"))
             else:
-                outcome = "interrupted"
+                outcome = "stopped"  # by `webtrawl control stop`: in-flight fetches finished, nothing lost
             for task in (ending, stopping):
                 task.cancel()
             if node_task is not None:
@@ -129,6 +126,10 @@ async def _coordinate(
             renewing.cancel()
             if live is not None:
                 live.cancel()
+        if outcome == "finished":
+            lost = await db.run(settle_unreached, crawl_id)
+            if lost:
+                log.warning("%d link(s) were taken for seen URLs by the Bloom filter and not crawled", lost)
         counts = await scan(client, keys, layout.partitions)
         report = CrawlReport(
             name=config.name,
@@ -175,7 +176,7 @@ async def _renew(lease: CoordinatorLease) -> None:
 
 
 async def _watch_for_stop(client: Any, keys: Keys) -> None:
-    while await client.get(keys.control) != b"stop":
+    while await persist("reading the control key", lambda: client.get(keys.control)) != b"stop":
         await asyncio.sleep(0.5)
     # Nodes let in-flight fetches finish and leave; their last results are gathered before the end.
     await asyncio.sleep(HEARTBEAT)
@@ -186,17 +187,16 @@ async def _final_reports(client: Any, sync: Any, keys: Keys, gatherer: Gatherer)
     deadline = asyncio.get_running_loop().time() + REPORT_WAIT
     while True:
         await gatherer.round()
-        reports = {k.decode(): json.loads(v) for k, v in (await client.hgetall(keys.report)).items()}
-        live = await asyncio.to_thread(live_nodes, sync, keys)
+        reports = await persist("reading node reports", lambda: client.hgetall(keys.report))
+        reports = {k.decode(): json.loads(v) for k, v in reports.items()}
+        live = await persist("reading nodes", lambda: asyncio.to_thread(live_nodes, sync, keys))
         if all(node in reports for node in live) or asyncio.get_running_loop().time() > deadline:
             await gatherer.round()
             return reports
         await asyncio.sleep(0.5)
 
 
-async def run_worker(
-    url: str, name: str, *, out: Path | None, concurrency: int | None, lease_ttl: float = 15.0
-) -> tuple[str, CrawlReport]:
+async def run_worker(url: str, name: str, *, out: Path | None, concurrency: int | None) -> tuple[str, CrawlReport]:
     """Join crawl `name` as a node; returns the node id and its report when the crawl ends or it is stopped."""
     client, sync = await _open(url)
     try:
@@ -208,9 +208,7 @@ async def run_worker(
         node = await asyncio.to_thread(register, sync, keys)
         if out is None:
             config = _with_out(config, Path(f"webtrawl-{node}"))
-        crawler = NodeCrawler(
-            config, client=client, sync_client=sync, keys=keys, layout=layout, node=node, lease_ttl=lease_ttl
-        )
+        crawler = NodeCrawler(config, client=client, sync_client=sync, keys=keys, layout=layout, node=node)
         with contextlib.suppress(asyncio.CancelledError):
             report = await crawler.run()
         return node, report
@@ -233,7 +231,7 @@ async def _live_reports(
     while True:
         await asyncio.sleep(LIVE_EVERY)
         waiting, running, _act, backlog = await scan(client, keys, layout.partitions)
-        nodes = await asyncio.to_thread(live_nodes, sync, keys)
+        nodes = await persist("reading nodes", lambda: asyncio.to_thread(live_nodes, sync, keys))
         say(
             f"{keys.name}: {gatherer.ingested:,} results gathered, {waiting:,} waiting, {running:,} running, "
             f"{backlog:,} to gather; {len(nodes)} node(s)"
@@ -267,4 +265,76 @@ def print_nodes(reports: dict[str, dict[str, Any]]) -> None:
         print(
             f"{node:8} {str(r.get('host', ''))[:16]:16} {r.get('pages', 0):>8,} {r.get('bytes', 0):>12,} "
             f"{r.get('elapsed', 0):>8.1f} {r.get('pages_per_s', 0):>8.1f}"
+        )
+
+
+async def crawl_status(url: str, name: str) -> dict[str, Any]:
+    """What `webtrawl status --redis` shows: nodes, frontier counts, and the dedup filters' state."""
+    client, sync = await _open(url)
+    try:
+        keys = Keys(name)
+        _config, layout = await load_crawl(client, keys, out=Path("."))
+        waiting, running, _act, backlog = await scan(client, keys, layout.partitions)
+        pipe = client.pipeline(transaction=False)
+        for p in range(layout.partitions):
+            pipe.hmget(keys.counters(p), "done", "failed")
+        finished = [tuple(int(v or 0) for v in row) for row in await pipe.execute()]
+        nodes = await asyncio.to_thread(_all_nodes, sync, keys)
+        blooms = [await bloom_stats(client, keys.partition(p)) for p in range(layout.partitions)]
+        return {
+            "name": name,
+            "control": ((await client.get(keys.control)) or b"run").decode(),
+            "counts": {
+                "waiting": waiting,
+                "running": running,
+                "done": sum(done for done, _failed in finished),
+                "failed": sum(failed for _done, failed in finished),
+                "to gather": backlog,
+            },
+            "nodes": nodes,
+            "dedup": layout.dedup,
+            "bloom": {
+                "urls": sum(b.count for b in blooms),
+                "bytes": sum(b.bits for b in blooms) // 8,
+                "fill": max((b.fill_ratio for b in blooms), default=0.0),
+                "estimated_false_drops": sum(b.estimated_false_drops for b in blooms),
+            },
+        }
+    finally:
+        await client.aclose()
+        sync.close()
+
+
+def _all_nodes(client: Any, keys: Keys) -> dict[str, dict[str, Any]]:
+    """Every node that ever joined, with its last heartbeat's age in seconds (by Redis' clock)."""
+    seconds, micros = client.time()
+    now = seconds * 1000 + micros // 1000
+    nodes = {}
+    for node, raw in sorted(client.hgetall(keys.nodes).items()):
+        info = json.loads(raw)
+        info["heartbeat_age"] = round((now - info.get("at", now)) / 1000, 1)
+        nodes[node.decode()] = info
+    return nodes
+
+
+def print_status(status: dict[str, Any]) -> None:
+    print(f"crawl {status['name']!r} ({status['control']})")
+    for label, count in status["counts"].items():
+        print(f"  {label:10} {count:>10,}")
+    print(
+        f"  {'node':8} {'host':16} {'pid':>7} {'state':9} {'parts':>5} {'pages':>8} {'pages/s':>8} "
+        f"{'in flight':>9} {'heartbeat':>10}"
+    )
+    for node, info in status["nodes"].items():
+        print(
+            f"  {node:8} {str(info.get('host', ''))[:16]:16} {info.get('pid', 0):>7} {info.get('state', '?'):9} "
+            f"{len(info.get('partitions', [])):>5} {info.get('pages', 0):>8,} {info.get('pages_per_s', 0):>8.1f} "
+            f"{info.get('in_flight', 0):>9} {info['heartbeat_age']:>8.1f} s"
+        )
+    bloom = status["bloom"]
+    if status["dedup"] == "bloom":
+        print(
+            f"  Bloom filters: {bloom['urls']:,} URLs in {bloom['bytes']:,} bytes, "
+            f"fullest {bloom['fill']:.1%} set; "
+            f"estimated URLs lost to false positives: {bloom['estimated_false_drops']:.1f}"
         )

@@ -77,6 +77,8 @@ class BloomStats:
     """Bits set / bits, over all layers."""
     estimated_fp_rate: float
     """Sum over layers of (1 - e^(-k n / m))^k: the chance an unseen URL is taken for a seen one."""
+    estimated_false_drops: float = 0.0
+    """New URLs the filter is expected to have taken for seen ones so far (see `false_drops`)."""
 
 
 async def bloom_stats(client: Redis, prefix: str) -> BloomStats:
@@ -103,4 +105,28 @@ async def bloom_stats(client: Redis, prefix: str) -> BloomStats:
         error_rate=float(meta["error_rate"]),
         fill_ratio=sum(set_bits) / bits,
         estimated_fp_rate=sum((1 - math.exp(-k * n / m)) ** k for m, k, n in sizes),
+        estimated_false_drops=false_drops(sizes),
     )
+
+
+def _rate(m: int, k: int, n: float) -> float:
+    return (1 - math.exp(-k * n / m)) ** k
+
+
+def false_drops(layers: list[tuple[int, int, int]]) -> float:
+    """Expected new URLs lost to false positives while `layers` ((m, k, count) each, oldest first) filled up.
+
+    A URL offered while layer j held x fingerprints is wrongly taken for seen with the chance that any
+    layer answers yes: the full earlier layers' rates plus layer j's rate at x. Summed over the offers
+    that were added, that is n_j times the earlier rates plus the integral of layer j's rate over its
+    filling (trapezoids: the rate is smooth and convex).
+    """
+    drops, earlier = 0.0, 0.0
+    steps = 64
+    for m, k, n in layers:
+        if n:
+            width = n / steps
+            area = sum(_rate(m, k, i * width) + _rate(m, k, (i + 1) * width) for i in range(steps)) * width / 2
+            drops += n * earlier + area
+        earlier += _rate(m, k, n)
+    return drops

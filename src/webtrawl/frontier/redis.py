@@ -21,10 +21,11 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..cluster.keys import Keys
 from ..cluster.leases import PARTITION_FIELDS, Leases
+from ..cluster.redisconn import UNREACHABLE, persist
 from ..cluster.wire import encode_completion
 from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, NewURL
@@ -35,6 +36,7 @@ from .hosts import HostQueue
 from .scripts import Scripts
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CHUNK = 1000
 """URLs per script call: long enough to amortize a round trip, short enough not to block Redis."""
@@ -57,6 +59,8 @@ class Layout:
     bloom_error_rate: float = 1e-4
     max_urls_per_host: int | None = None
     max_urls_per_template: int | None = None
+    lease_ttl: float = 15.0
+    """Seconds a partition lease (and the coordinator's) lasts without renewal."""
 
 
 class RedisFrontier:
@@ -87,7 +91,12 @@ class RedisFrontier:
         """Per held partition, the host ids this node has heads for."""
         self._retry_at: dict[int, float] = {}
         """Per held partition, when its first retry is due (wall clock)."""
-        self._running_in: Counter[int] = Counter()
+        self._in_flight: dict[int, set[int]] = defaultdict(set)
+        """Per partition, the fingerprints handed out here and not completed yet."""
+        self._reconcile = False
+        """Set when a call to Redis failed: a script may have run without its reply arriving, or a restarted
+        Redis may have lost the last second of writes; the next claim compares what runs under our leases
+        with what is in flight here."""
         self._running = 0
         self._refreshed = 0.0
         self._backlog = 0
@@ -117,15 +126,36 @@ class RedisFrontier:
 
     def running_in(self, p: int) -> int:
         """URLs of partition `p` handed out here and not completed yet (read by the heartbeat thread)."""
-        return self._running_in.get(p, 0)
+        return len(self._in_flight.get(p, ()))
+
+    async def _redis(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """`call()` until Redis answers (see `redisconn.persist`), noting that a reconcile is due."""
+
+        async def attempt() -> T:
+            try:
+                return await call()
+            except UNREACHABLE:
+                self._reconcile = True
+                raise
+
+        return await persist(what, attempt)
+
+    async def _reconcile_leases(self, usable: Mapping[int, str]) -> None:
+        for p, token in usable.items():
+            args = ["reconcile", token, 0, *(fp_bytes(fp) for fp in self._in_flight.get(p, ()))]
+            orphans = await self._redis(
+                "reconciling", lambda p=p, args=args: self._scripts.lease(keys=[self._keys.counters(p)], args=args)
+            )
+            if orphans and orphans > 0:
+                log.warning("partition %d: %d URL(s) running here no more went back to waiting", p, orphans)
+        self._reconcile = False
 
     # -- adding -----------------------------------------------------------------------------------
 
     async def add(self, urls: Sequence[NewURL], drops: Sequence[tuple[str, str]] = ()) -> int:
         if drops:
-            await self._client.xadd(
-                self._keys.stream(0), {"d": json.dumps([[url, reason, ""] for url, reason in drops])}
-            )
+            entry = {"d": json.dumps([[url, reason, ""] for url, reason in drops])}
+            await self._redis("recording drops", lambda: self._client.xadd(self._keys.stream(0), entry))
         return await self._add(urls)
 
     async def _add(self, urls: Sequence[NewURL]) -> int:
@@ -158,7 +188,9 @@ class RedisFrontier:
                     )
                     referrer = "" if u.referrer_fp is None else str(u.referrer_fp)
                     args += [fp_bytes(u.fp), u.host, u.depth, blob, u.kind, template(u.url), referrer]
-                new, heads = await self._scripts.add(keys=[self._keys.counters(p)], args=args)
+                new, heads = await self._redis(
+                    "adding URLs", lambda p=p, args=args: self._scripts.add(keys=[self._keys.counters(p)], args=args)
+                )
                 added += int(new)
                 self._apply_heads(p, heads)
         return added
@@ -184,6 +216,8 @@ class RedisFrontier:
         if n <= 0 or self.paused or self.finished:
             return []
         usable = self._leases.usable()
+        if self._reconcile:
+            await self._reconcile_leases(usable)
         mono = time.monotonic()
         if mono - self._refreshed >= REFRESH_EVERY:
             await self._refresh(usable)
@@ -192,7 +226,9 @@ class RedisFrontier:
         now = time.time()
         for p in [p for p, at in self._retry_at.items() if at <= now and p in usable]:
             del self._retry_at[p]  # the claim script puts due retries back in their hosts' queues
-            reply = await self._scripts.claim(keys=[self._keys.counters(p)], args=[usable[p]])
+            reply = await self._redis(
+                "claiming", lambda p=p: self._scripts.claim(keys=[self._keys.counters(p)], args=[usable[p]])
+            )
             if reply is not None:
                 self._apply_heads(p, reply[1])
         politeness, names, hosts = self._politeness, self._host_names, self._hosts
@@ -219,7 +255,9 @@ class RedisFrontier:
             args: list[Any] = [usable[p]]
             for host_id, take in wanted:
                 args += [names[host_id], take]
-            reply = await self._scripts.claim(keys=[self._keys.counters(p)], args=args)
+            reply = await self._redis(
+                "claiming", lambda p=p, args=args: self._scripts.claim(keys=[self._keys.counters(p)], args=args)
+            )
             got: Counter[str] = Counter()
             if reply is None:  # the lease is gone: the heartbeat thread will notice too
                 self._forget_partition(p)
@@ -241,7 +279,7 @@ class RedisFrontier:
                     )
                     got[host] += 1
                 self._apply_heads(p, heads)
-                self._running_in[p] += sum(got.values())
+                self._in_flight[p].update(entry.fp for entry in entries[len(entries) - sum(got.values()) :])
             started = time.monotonic()
             for host_id, take in wanted:
                 host = names[host_id]
@@ -255,7 +293,7 @@ class RedisFrontier:
     async def _refresh(self, usable: Mapping[int, str]) -> None:
         """Read the hosts, due retries and result backlog of every held partition; forget lost ones."""
         self._refreshed = time.monotonic()
-        for p in [p for p in self._known if p not in usable and self._running_in.get(p, 0) == 0]:
+        for p in [p for p in self._known if p not in usable and not self._in_flight.get(p)]:
             self._forget_partition(p)
         backlog = 0
         now = time.time()
@@ -265,8 +303,10 @@ class RedisFrontier:
             pipe.zrange(keys.hosts(p), 0, HOSTS_PER_REFRESH - 1, withscores=True)
             pipe.zrange(keys.later(p), 0, 0, withscores=True)
             pipe.xlen(keys.stream(p))
-            pipe.time()
-            hosts, later, length, (seconds, micros) = await pipe.execute()
+            # TIME through a script on the partition's key: it is that node's clock that dates the retries, and
+            # a Cluster pipeline refuses TIME (it has no key to route by).
+            pipe.eval("return redis.call('TIME')", 1, keys.later(p))
+            hosts, later, length, (seconds, micros) = await self._redis("reading a partition", pipe.execute)
             backlog += length
             flat: list[Any] = []
             for host, score in hosts:
@@ -278,7 +318,7 @@ class RedisFrontier:
                     self._known[p].discard(host_id)
             self._apply_heads(p, flat)
             if later:
-                redis_now = seconds + micros / 1e6
+                redis_now = int(seconds) + int(micros) / 1e6
                 self._retry_at[p] = now + max(0.0, later[0][1] / 1000 - redis_now)
             else:
                 self._retry_at.pop(p, None)
@@ -318,7 +358,10 @@ class RedisFrontier:
                 for item in chunk:
                     delay = max(0, int(((item.not_before or now) - now) * 1000))
                     args += [fp_bytes(item.entry.fp), item.verdict, delay, encode_completion(item, self._leases.node)]
-                reply = await self._scripts.complete(keys=[self._keys.counters(p)], args=args)
+                reply = await self._redis(
+                    "completing",
+                    lambda p=p, args=args: self._scripts.complete(keys=[self._keys.counters(p)], args=args),
+                )
                 if reply is None:
                     self._fenced(p, len(chunk))
                 elif int(reply[1]):
@@ -327,9 +370,10 @@ class RedisFrontier:
             retries = [item.not_before or now for item in items if item.verdict == "retry"]
             if retries and token is not None:
                 self._retry_at[p] = min(self._retry_at.get(p, retries[0]), *retries)
-            self._running_in[p] -= len(items)
-            if self._running_in[p] <= 0:
-                del self._running_in[p]
+            in_flight = self._in_flight[p]
+            in_flight.difference_update(item.entry.fp for item in items)
+            if not in_flight:
+                del self._in_flight[p]
         self._running -= len(batch)
 
     def _fenced(self, p: int, count: int) -> None:
@@ -342,7 +386,7 @@ class RedisFrontier:
         for p in range(self._layout.partitions):
             pipe.hmget(self._keys.counters(p), *PARTITION_FIELDS)
         counts = FrontierCounts()
-        for values in await pipe.execute():
+        for values in await self._redis("counting", pipe.execute):
             waiting, running, done, failed, _act = (int(v or 0) for v in values)
             counts.waiting += waiting
             counts.running += running

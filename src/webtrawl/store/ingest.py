@@ -217,3 +217,18 @@ def ingest_drops(conn: sqlite3.Connection, crawl_id: int, drops: Sequence[Sequen
             [(crawl, fp) for crawl, fp, _url, reason, _referrer in rows if reason in _BUDGETS],
         )
     return new
+
+
+def settle_unreached(conn: sqlite3.Connection, crawl_id: int) -> int:
+    """At the end of a finished crawl: links that never reached the frontier become drops; returns how many.
+
+    A page's links arrive here as waiting URLs. When the crawl is over nothing waits in Redis, so a link still
+    waiting here was never enqueued: the Bloom filter took it for a URL already seen (its false positive).
+    """
+    with transaction(conn):
+        conn.execute(
+            "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) "
+            "SELECT crawl_id, fp, url, 'bloom-false-positive', referrer_fp FROM urls WHERE crawl_id = ? AND state = 0",
+            (crawl_id,),
+        )
+        return conn.execute("DELETE FROM urls WHERE crawl_id = ? AND state = 0", (crawl_id,)).rowcount

@@ -131,13 +131,23 @@ class WarcWriter:
     """
 
     def __init__(
-        self, directory: Path, *, prefix: str, max_size: int, software: str, committed: Mapping[str, int]
+        self,
+        directory: Path,
+        *,
+        prefix: str,
+        max_size: int,
+        software: str,
+        committed: Mapping[str, int],
+        family: str | None = None,
     ) -> None:
+        """`family`: a regex of the prefixes of earlier writers in this directory whose files are recovered
+        too (the nodes of one distributed crawl: a node restarted in its directory gets a new id)."""
         self._dir = Path(directory)
         self._prefix = prefix
         self._max_size = max_size
         self._software = software
         self._pattern = re.compile(re.escape(prefix) + r"-\d{14}-(\d{5,})" + re.escape(_SUFFIX))
+        self._family = re.compile((family or re.escape(prefix)) + r"-\d{14}-(\d{5,})" + re.escape(_SUFFIX))
         self._file: BinaryIO | None = None
         self._name = ""
         self._size = 0
@@ -153,12 +163,12 @@ class WarcWriter:
 
     def _recover(self, committed: Mapping[str, int]) -> None:
         """Cut every file of ours back to its committed end; delete the ones nothing was committed to."""
-        ours = {name: end for name, end in committed.items() if self._pattern.fullmatch(name)}
+        family = {name: end for name, end in committed.items() if self._family.fullmatch(name)}
         for path in sorted(self._dir.iterdir()):
-            if not self._pattern.fullmatch(path.name):
+            if not self._family.fullmatch(path.name):
                 continue
             size = path.stat().st_size
-            end = ours.get(path.name)
+            end = family.get(path.name)
             if end is None:
                 path.unlink()
                 log.warning("deleted %s (%d bytes): no record in it was committed", path.name, size)
@@ -170,6 +180,7 @@ class WarcWriter:
                     "%s is %d bytes but %d were committed: records past byte %d are lost (machine crash?)",
                     path.name, size, end, size,
                 )  # fmt: skip
+        ours = {name: end for name, end in family.items() if self._pattern.fullmatch(name)}
         if not ours:
             return
         newest = max(ours, key=lambda name: int(self._pattern.fullmatch(name)[1]))  # type: ignore[index]

@@ -25,22 +25,26 @@ local function enqueue(fp, host, depth)
   redis.call('ZADD', PREFIX .. ':h', 'LT', depth, host)
 end
 
-local function requeue_running()
-  local running = redis.call('HKEYS', PREFIX .. ':run')
-  for _, fp in ipairs(running) do
+local function requeue(fps)
+  -- Running URLs back to waiting (their lease passed on, or their node no longer has them in flight).
+  for _, fp in ipairs(fps) do
     local blob = redis.call('HGET', PREFIX .. ':e', fp)
     if blob then
       local entry = cjson.decode(blob)
       enqueue(fp, entry[2], entry[3])
     end
+    redis.call('HDEL', PREFIX .. ':run', fp)
   end
-  if #running > 0 then
-    redis.call('DEL', PREFIX .. ':run')
-    redis.call('HINCRBY', C, 'running', -#running)
-    redis.call('HINCRBY', C, 'waiting', #running)
+  if #fps > 0 then
+    redis.call('HINCRBY', C, 'running', -#fps)
+    redis.call('HINCRBY', C, 'waiting', #fps)
     redis.call('HINCRBY', C, 'act', 1)
   end
-  return #running
+  return #fps
+end
+
+local function requeue_running()
+  return requeue(redis.call('HKEYS', PREFIX .. ':run'))
 end
 
 local function holds(token)

@@ -24,5 +24,20 @@ elseif op == 'release' then
     return 1
   end
   return 0
+elseif op == 'reconcile' then
+  if not holds(who) then
+    return -1
+  end
+  local keep, orphans = {}, {}
+  for i = 4, #ARGV do
+    keep[ARGV[i]] = true
+  end
+  local running = redis.call('HGETALL', PREFIX .. ':run')
+  for i = 1, #running, 2 do
+    if running[i + 1] == who and not keep[running[i]] then
+      orphans[#orphans + 1] = running[i]
+    end
+  end
+  return requeue(orphans)
 end
 return redis.error_reply('unknown lease operation ' .. tostring(op))

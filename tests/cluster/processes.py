@@ -1,0 +1,192 @@
+"""Distributed crawls run as real processes against twenty local test sites, for the cluster's end-to-end tests.
+
+Each site is its own host key (127.0.0.1 on its own port); a crawl's coordinator and workers are
+`python -m webtrawl` subprocesses (output to files, so a chatty process never blocks on a full pipe), so they
+can be killed, stopped and restarted as real ones would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import redis
+
+from tests.sites import SiteServer
+from webtrawl.cluster.keys import Keys
+
+SITES = 20
+PAGES = 110
+PER_HOST = 2
+NAME = "dist"
+KEYS = Keys(NAME)
+
+
+class Sites:
+    """`SITES` test sites served from a thread; `delay` slows every response (seconds)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.servers: list[SiteServer] = []
+        self._delay = delay
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+
+    async def _serve(self) -> None:
+        for seed in range(SITES):
+            self.servers.append(await SiteServer(pages=PAGES, seed=seed, calendar=False, delay=self._delay).start())
+        self._ready.set()
+        while not self._stop.is_set():
+            await asyncio.sleep(0.05)
+        for server in self.servers:
+            await server.aclose()
+
+    def __enter__(self) -> Sites:
+        self._thread.start()
+        assert self._ready.wait(20)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    @property
+    def seeds(self) -> list[str]:
+        return [server.url for server in self.servers]
+
+    def expected(self) -> set[str]:
+        """Every URL a complete crawl fetches."""
+        return {server.site.url(path) for server in self.servers for path in server.site.expected_fetched()}
+
+    def hits(self) -> Counter[str]:
+        """Requests for pages (robots.txt and sitemaps left out) per URL, as the sites saw them."""
+        return Counter(
+            server.site.url(r.path)
+            for server in self.servers
+            for r in server.log
+            if r.path != "/robots.txt" and "sitemap" not in r.path
+        )
+
+
+class Process:
+    """A `python -m webtrawl …` subprocess whose output goes to files in `logs`."""
+
+    def __init__(self, logs: Path, label: str, *args: str | Path) -> None:
+        logs.mkdir(parents=True, exist_ok=True)
+        self.stdout_path, self.stderr_path = logs / f"{label}.out", logs / f"{label}.err"
+        with self.stdout_path.open("w") as out, self.stderr_path.open("w") as err:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "webtrawl", *map(str, args)],
+                stdout=out,
+                stderr=err,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def finish(self, timeout: float = 180) -> tuple[int, str, str]:
+        """Wait for the exit; returns (exit code, stdout, stderr)."""
+        try:
+            code = self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            tail = self.stderr_path.read_text()[-3000:]
+            raise AssertionError(f"still running after {timeout} s; stderr: {tail}") from None
+        return code, self.stdout_path.read_text(), self.stderr_path.read_text()
+
+
+def coordinator(sites: Sites, url: str, out: Path, *extra: str | Path) -> Process:
+    return Process(
+        out.parent / "logs", f"coordinator-{time.monotonic_ns()}",
+        "crawl", *sites.seeds, "--redis", url, "--name", NAME, "--out", out, "--delay", "0",
+        "--per-host", PER_HOST, "--concurrency", "16", "--partitions", "16", "--lease-ttl", "3", "-q", *extra,
+    )  # fmt: skip
+
+
+def worker(url: str, out: Path, *extra: str | Path) -> Process:
+    return Process(out.parent / "logs", f"worker-{out.name}", "worker", "--redis", url, "--name", NAME, "--out", out,
+                   "-q", *extra)  # fmt: skip
+
+
+def wait_for_crawl(url: str) -> None:
+    with redis.Redis.from_url(url) as client:
+        deadline = time.monotonic() + 20
+        while not client.exists(KEYS.meta):
+            assert time.monotonic() < deadline, "the coordinator did not create the crawl"
+            time.sleep(0.1)
+
+
+def done_in_redis(url: str, partitions: int = 16) -> int:
+    """URLs done so far in the whole crawl."""
+    with redis.Redis.from_url(url) as client:
+        return sum(int(client.hget(KEYS.counters(p), "done") or 0) for p in range(partitions))
+
+
+def wait_for_done(url: str, at_least: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while done_in_redis(url) < at_least:
+        assert time.monotonic() < deadline, f"the crawl did not reach {at_least} pages"
+        time.sleep(0.1)
+
+
+def node_of(url: str, pid: int) -> str:
+    """The node id a process registered as."""
+    deadline = time.monotonic() + 20
+    with redis.Redis.from_url(url) as client:
+        while time.monotonic() < deadline:
+            for node, info in client.hgetall(KEYS.nodes).items():
+                if json.loads(info)["pid"] == pid:
+                    return node.decode()
+            time.sleep(0.1)
+    raise AssertionError(f"no node registered with pid {pid}")
+
+
+def holders(url: str, partitions: int = 16) -> dict[int, str]:
+    """Partition → the node holding its lease now."""
+    with redis.Redis.from_url(url) as client:
+        tokens = {p: client.get(KEYS.lease(p)) for p in range(partitions)}
+    return {p: token.decode().rsplit(":", 1)[0] for p, token in tokens.items() if token}
+
+
+def captures(out: Path) -> Counter[str]:
+    """Captures per URL in the coordinator's index."""
+    db = sqlite3.connect(out / "crawl.db")
+    try:
+        return Counter(dict(db.execute("SELECT url, COUNT(*) FROM captures GROUP BY url").fetchall()))
+    finally:
+        db.close()
+
+
+def unfinished(out: Path) -> int:
+    """URLs of the coordinator's index neither done nor failed."""
+    db = sqlite3.connect(out / "crawl.db")
+    try:
+        return db.execute("SELECT COUNT(*) FROM urls WHERE state NOT IN (2, 3)").fetchone()[0]
+    finally:
+        db.close()
+
+
+def refetched(out: Path) -> set[str]:
+    """URLs with more than one capture although the first was not a server error (so not a retry)."""
+    db = sqlite3.connect(out / "crawl.db")
+    try:
+        return {
+            url
+            for (url,) in db.execute(
+                "SELECT url FROM captures GROUP BY url HAVING COUNT(*) > 1 AND MIN(COALESCE(status, 0)) < 500 "
+                "AND MIN(COALESCE(status, 0)) > 0"
+            )
+        }
+    finally:
+        db.close()
