@@ -31,10 +31,11 @@ KEYS = Keys(NAME)
 
 
 class Sites:
-    """`SITES` test sites served from a thread; `delay` slows every response (seconds)."""
+    """`SITES` test sites of `pages` pages served from a thread; `delay` slows every response (seconds)."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, *, pages: int = PAGES, delay: float = 0.0) -> None:
         self.servers: list[SiteServer] = []
+        self._pages = pages
         self._delay = delay
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -42,7 +43,9 @@ class Sites:
 
     async def _serve(self) -> None:
         for seed in range(SITES):
-            self.servers.append(await SiteServer(pages=PAGES, seed=seed, calendar=False, delay=self._delay).start())
+            self.servers.append(
+                await SiteServer(pages=self._pages, seed=seed, calendar=False, delay=self._delay).start()
+            )
         self._ready.set()
         while not self._stop.is_set():
             await asyncio.sleep(0.05)
@@ -110,7 +113,8 @@ def coordinator(sites: Sites, url: str, out: Path, *extra: str | Path) -> Proces
     return Process(
         out.parent / "logs", f"coordinator-{time.monotonic_ns()}",
         "crawl", *sites.seeds, "--redis", url, "--name", NAME, "--out", out, "--delay", "0",
-        "--per-host", PER_HOST, "--concurrency", "16", "--partitions", "16", "--lease-ttl", "3", "-q", *extra,
+        "--per-host", PER_HOST, "--concurrency", "16", "--partitions", "16", "--lease-ttl", "3", "--retries", "1",
+        "-q", *extra,
     )  # fmt: skip
 
 

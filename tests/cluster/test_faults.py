@@ -33,6 +33,7 @@ pytestmark = pytest.mark.slow
 TTL = 3.0
 WORKER_CONCURRENCY = 4
 DELAY = 0.1
+PAGES = 50
 
 
 def check_complete(sites: Sites, out: Path) -> None:
@@ -41,14 +42,14 @@ def check_complete(sites: Sites, out: Path) -> None:
 
 
 def test_a_killed_worker_loses_nothing_and_its_partitions_pass_on(tmp_path: Path) -> None:
-    with Sites(delay=DELAY) as sites, RedisServer() as server:
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
         coord = coordinator(sites, server.url, tmp_path / "coord")
         wait_for_crawl(server.url)
         victim, survivor = (
             worker(server.url, tmp_path / f"w{i}", "--concurrency", WORKER_CONCURRENCY) for i in range(2)
         )
         dead = node_of(server.url, victim.pid)
-        wait_for_done(server.url, 400)
+        wait_for_done(server.url, 200)
         deadline = time.monotonic() + 20
         while dead not in holders(server.url).values():  # it holds partitions when it dies
             assert time.monotonic() < deadline, "the worker never held a partition"
@@ -67,12 +68,12 @@ def test_a_killed_worker_loses_nothing_and_its_partitions_pass_on(tmp_path: Path
 
 
 def test_a_node_stopped_past_its_lease_completes_nothing_for_the_partitions_it_lost(tmp_path: Path) -> None:
-    with Sites(delay=DELAY) as sites, RedisServer() as server:
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
         coord = coordinator(sites, server.url, tmp_path / "coord")
         wait_for_crawl(server.url)
         stalled = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
         node = node_of(server.url, stalled.pid)
-        wait_for_done(server.url, 400)
+        wait_for_done(server.url, 200)
         while node not in holders(server.url).values():
             time.sleep(0.1)
         os.kill(stalled.pid, signal.SIGSTOP)
@@ -92,11 +93,11 @@ def test_a_node_stopped_past_its_lease_completes_nothing_for_the_partitions_it_l
 
 
 def test_redis_killed_and_restarted_mid_crawl_loses_nothing(tmp_path: Path) -> None:
-    with Sites(delay=DELAY) as sites, RedisServer() as server:
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
         coord = coordinator(sites, server.url, tmp_path / "coord")
         wait_for_crawl(server.url)
         helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
-        wait_for_done(server.url, 400)
+        wait_for_done(server.url, 200)
         time.sleep(1.5)  # the AOF is written every second
         server.kill()
         time.sleep(2)
@@ -109,11 +110,11 @@ def test_redis_killed_and_restarted_mid_crawl_loses_nothing(tmp_path: Path) -> N
 
 
 def test_a_restarted_coordinator_gathers_every_capture_once(tmp_path: Path) -> None:
-    with Sites(delay=DELAY) as sites, RedisServer() as server:
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
         first = coordinator(sites, server.url, tmp_path / "coord")
         wait_for_crawl(server.url)
         helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
-        wait_for_done(server.url, 400)
+        wait_for_done(server.url, 200)
         os.kill(first.pid, signal.SIGKILL)
         first.popen.wait()
         second = coordinator(sites, server.url, tmp_path / "coord")  # waits for the dead one's lease to expire
@@ -125,11 +126,11 @@ def test_a_restarted_coordinator_gathers_every_capture_once(tmp_path: Path) -> N
 
 
 def test_pause_resume_and_stop_from_the_command_line(tmp_path: Path) -> None:
-    with Sites(delay=DELAY) as sites, RedisServer() as server:
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
         coord = coordinator(sites, server.url, tmp_path / "coord")
         wait_for_crawl(server.url)
         helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
-        wait_for_done(server.url, 200)
+        wait_for_done(server.url, 100)
 
         def control(command: str) -> None:
             from tests.cluster.processes import NAME, Process
