@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast lint bench bench-redis clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ lint: $(STAMP)
 bench: $(STAMP)  ## crawl a 20,000-page site served by nginx, with webtrawl and Scrapy; print figures
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/crawl_bench.py
+
+bench-redis: $(STAMP)  ## the same site crawled embedded and distributed on Redis; print what Redis costs
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) benchmarks/redis_bench.py
 
 clean:
 	rm -rf $(VENV) demo-out benchmarks/out .pytest_cache

@@ -11,7 +11,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -83,6 +83,54 @@ def run_measured(command: Sequence[str], *, timeout: float, stdout: IO[bytes] | 
         exit_code=process.returncode,
         timed_out=expired.is_set(),
     )
+
+
+def run_measured_together(
+    commands: Sequence[Sequence[str]], *, timeout: float, before: Callable[[int], None] | None = None
+) -> list[Usage]:
+    """Run the processes of one job side by side (a coordinator and its workers); each one's usage, in order.
+
+    Command i starts once `before(i)` returns (a worker may need the coordinator to have set things up).
+    Every process's seconds count from the first start, so the largest is the job's wall time. All are killed
+    `timeout` seconds after the first start, and stopped on any interruption, as `run_measured` does.
+    """
+    started = time.perf_counter()
+    processes: list[subprocess.Popen[bytes]] = []
+    usages: dict[int, Usage] = {}
+    expired = threading.Event()
+
+    def reap(i: int, process: subprocess.Popen[bytes]) -> None:
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        usages[i] = Usage(
+            seconds=time.perf_counter() - started,
+            cpu_seconds=usage.ru_utime + usage.ru_stime,
+            peak_rss_mb=usage.ru_maxrss / 1024,
+            exit_code=process.returncode,
+            timed_out=expired.is_set(),
+        )
+
+    threads = []
+    try:
+        for i, command in enumerate(commands):
+            if before is not None:
+                before(i)
+            processes.append(subprocess.Popen(list(command), stdin=subprocess.DEVNULL))
+            threads.append(threading.Thread(target=reap, args=(i, processes[-1]), daemon=True))
+            threads[-1].start()
+        for thread in threads:
+            thread.join(max(0.0, started + timeout - time.perf_counter()))
+        if any(thread.is_alive() for thread in threads):
+            expired.set()
+            for process in processes:
+                process.kill()
+            for thread in threads:
+                thread.join()
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                _stop(process)
+    return [usages[i] for i in range(len(commands))]
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -155,6 +156,13 @@ def main() -> None:
 @click.option(
     "--redis", "redis_url", metavar="URL", help="Run distributed: this process coordinates the crawl in Redis."
 )
+@click.option(
+    "--partition-by",
+    type=click.Choice(["host", "url"]),
+    default="host",
+    show_default=True,
+    help="With --redis: split by host (many sites), or by URL (one big site over every node; its limits shared).",
+)
 @click.option("--no-fetch", is_flag=True, help="With --redis: coordinate only; workers fetch.")
 @click.option(
     "--partitions", type=int, default=64, show_default=True, help="With --redis: partitions (fixed at creation)."
@@ -178,6 +186,7 @@ def crawl(
     verbose: bool,
     redis_url: str | None,
     no_fetch: bool,
+    partition_by: str,
     partitions: int,
     dedup: str,
     expected_urls: int,
@@ -192,7 +201,9 @@ def crawl(
     except USAGE_ERRORS as exc:
         _fail(str(exc))
     if redis_url is not None:
-        layout = _layout(config, partitions, dedup, expected_urls, fp_rate, lease_ttl)
+        layout = replace(
+            _layout(config, partitions, dedup, expected_urls, fp_rate, lease_ttl), partition_by=partition_by
+        )
         report, nodes = _run_distributed(
             run_coordinator(config, redis_url, layout, fetch=not no_fetch, say=None if quiet else _say)
         )

@@ -24,7 +24,7 @@ from .errors import ConfigError, InvalidURL, StoreError
 from .faults import crash_point
 from .fetch.fetcher import Fetcher
 from .fetch.politeness import Politeness
-from .fetch.robots import ALLOW_ALL, fetch_robots
+from .fetch.robots import ALLOW_ALL, RobotsRules, fetch_robots
 from .fetch.sitemaps import Sitemaps
 from .frontier.base import Frontier
 from .frontier.budgets import Budgets
@@ -134,6 +134,9 @@ class Crawler:
     async def _open_frontier(self, db: Database, crawl_id: int, politeness: Politeness, budgets: Budgets) -> Frontier:
         return await SqliteFrontier.open(db, crawl_id, politeness, budgets=budgets)
 
+    async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
+        return await fetch_robots(fetcher, host, self.config.fetch.user_agent)
+
     async def _crawl(
         self,
         frontier: Frontier,
@@ -169,7 +172,7 @@ class Crawler:
             try:
                 politeness.reserve(host)
                 try:
-                    rules = await fetch_robots(fetcher, host, config.fetch.user_agent)
+                    rules = await self._robots_rules(fetcher, host)
                 finally:
                     politeness.release(host)
                 if sitemaps is not None and politeness.rules(host) is None:

@@ -63,3 +63,11 @@ class Keys:
     def report(self) -> str:
         """Hash: node id → its final report (JSON)."""
         return f"{{{self.name}:report}}"
+
+    def host_slots(self, host: str) -> str:
+        """Zset of a host's request slots taken across the crawl (`--partition-by url`): member → expiry."""
+        return f"{{{self.name}:host:{host}}}"
+
+    def robots(self, host: str) -> str:
+        """String: a host's robots.txt as one node fetched it, for every node (`--partition-by url`)."""
+        return f"{{{self.name}:robots:{host}}}"

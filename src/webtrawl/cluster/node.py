@@ -24,12 +24,15 @@ from typing import Any
 
 from ..config import CrawlConfig
 from ..crawler import Crawler
+from ..fetch.fetcher import Fetcher
 from ..fetch.politeness import Politeness
+from ..fetch.robots import RobotsRules
 from ..frontier.base import Frontier
 from ..frontier.budgets import Budgets
 from ..frontier.redis import Layout, RedisFrontier
 from ..frontier.scripts import Scripts
 from ..store.db import Database, transaction
+from .hostlimits import SharedHostLimits, SharedRobots
 from .keys import Keys
 from .leases import Leases, read_partitions
 from .redisconn import persist
@@ -159,6 +162,7 @@ class NodeCrawler(Crawler):
         self._layout = layout
         self.leases = Leases(node, keys, layout.partitions, ttl=layout.lease_ttl)
         self.heartbeat: Heartbeat | None = None
+        self._robots: SharedRobots | None = None
         self._info = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
         self._last = (time.monotonic(), 0)
 
@@ -166,8 +170,22 @@ class NodeCrawler(Crawler):
         async def save_checkpoint(checkpoint: Mapping[str, int]) -> None:
             await db.run(_save_checkpoint, crawl_id, dict(checkpoint))
 
+        limits = None
+        if self._layout.partition_by == "url":
+            # A slot outlives the longest request and a lease: a dead node's slots come back by then.
+            ttl = self.config.fetch.total_timeout + self._layout.lease_ttl
+            limits = SharedHostLimits(self._client, self._keys, self.node, self.config.politeness, politeness, ttl=ttl)
+            self._robots = SharedRobots(
+                self._client, self._keys, self.node, self.config.fetch.user_agent, ttl=self.config.politeness.robots_ttl
+            )
         frontier = RedisFrontier(
-            self._client, self._keys, self._layout, self.leases, politeness, save_checkpoint=save_checkpoint
+            self._client,
+            self._keys,
+            self._layout,
+            self.leases,
+            politeness,
+            save_checkpoint=save_checkpoint,
+            host_limits=limits,
         )
         loop = asyncio.get_running_loop()
 
@@ -186,6 +204,11 @@ class NodeCrawler(Crawler):
         self.heartbeat.beat()  # registered and holding partitions before the first claim
         self.heartbeat.start()
         return frontier
+
+    async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
+        if self._robots is None:
+            return await super()._robots_rules(fetcher, host)
+        return await self._robots.rules(fetcher, host)
 
     def _obey(self, frontier: RedisFrontier, command: str) -> None:
         frontier.paused = command == "pause"

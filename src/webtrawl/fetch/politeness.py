@@ -82,6 +82,8 @@ class Politeness:
         self.address_of: Callable[[str], str | None] | None = None
         """Where per-IP limits learn a host's address before its first response (the DNS cache)."""
         self.on_ready: Callable[[str], None] | None = None
+        self.on_release: Callable[[str], None] | None = None
+        """Told when a slot of a host was given back (a request ended or was cancelled)."""
         """Told when a host may have become ready (a request ended, robots.txt arrived): the frontier
         parks hosts that are not ready and wakes them on this."""
 
@@ -175,6 +177,8 @@ class Politeness:
         self._leave(slot)
         if ip is not None and slot.ip_held == 0:  # an address changes only between counted requests
             slot.ip = ip
+        if self.on_release is not None:
+            self.on_release(host)
         self._ready(host)
         config = self._config
         if not config.adaptive or elapsed is None:
@@ -191,6 +195,8 @@ class Politeness:
         slot = self._slot(host)
         self._leave(slot)
         slot.next_start = slot.previous_start
+        if self.on_release is not None:
+            self.on_release(host)
         self._ready(host)
 
     def _leave(self, slot: HostSlot) -> None:
@@ -202,6 +208,11 @@ class Politeness:
                 self._ip_active[slot.ip] = left
             else:
                 del self._ip_active[slot.ip]
+
+    def active(self, host: str) -> int:
+        """Requests of `host` reserved and not yet ended."""
+        slot = self._hosts.get(host)
+        return slot.active if slot is not None else 0
 
     def delay(self, host: str, rules: RobotsRules | None = None) -> float:
         """The host's delay now or, given `rules` not yet set, the delay it will have once they are."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urljoin
 
 from protego import Protego
@@ -87,8 +87,25 @@ def parse_robots(text: str, user_agent: str) -> RobotsRules:
     return RobotsRules(parser=parser, agent=product_token(user_agent), sitemaps=tuple(parser.sitemaps))
 
 
-def rules_from_outcome(outcome: FetchOutcome | None, user_agent: str) -> RobotsRules:
-    """Rules from the fetch of a robots.txt (None: it could not be fetched at all).
+@dataclass(frozen=True, slots=True)
+class RobotsSource:
+    """What fetching a robots.txt came to, before it is parsed for one agent: small, and shareable as is
+    (the nodes of a crawl that spreads one site over many share one fetch)."""
+
+    verdict: Literal["allow", "unreachable", "text"]
+    text: str = ""
+
+    def rules(self, user_agent: str) -> RobotsRules:
+        if self.verdict == "text":
+            return parse_robots(self.text, user_agent)
+        return ALLOW_ALL if self.verdict == "allow" else _UNREACHABLE
+
+
+_ALLOW = RobotsSource("allow")
+
+
+def source_from_outcome(outcome: FetchOutcome | None) -> RobotsSource:
+    """What the fetch of a robots.txt says (None: it could not be fetched at all).
 
     A 3xx here is a redirect the caller did not follow any further, which counts as "no robots.txt".
     """
@@ -96,23 +113,33 @@ def rules_from_outcome(outcome: FetchOutcome | None, user_agent: str) -> RobotsR
         if outcome is not None and not outcome.retryable and (outcome.error or "").startswith(_NEVER_SENT):
             # No server was asked (a refused address, a name that does not exist, a bad certificate): the
             # site's pages will fail the same way, each with that reason rather than "robots.txt unreachable".
-            return ALLOW_ALL
-        return _UNREACHABLE
+            return _ALLOW
+        return RobotsSource("unreachable")
     status = outcome.status
     if 200 <= status < 300:
         if outcome.error:
             # Cut by a timeout or a disconnect: the missing part may hold the Disallow that matters.
-            return _UNREACHABLE
-        return parse_robots(_text(outcome), user_agent)
+            return RobotsSource("unreachable")
+        return RobotsSource("text", _text(outcome))
     if status >= 500 or status == 429:
-        return _UNREACHABLE
-    return ALLOW_ALL
+        return RobotsSource("unreachable")
+    return _ALLOW
+
+
+def rules_from_outcome(outcome: FetchOutcome | None, user_agent: str) -> RobotsRules:
+    """Rules from the fetch of a robots.txt (None: it could not be fetched at all)."""
+    return source_from_outcome(outcome).rules(user_agent)
 
 
 async def fetch_robots(fetcher: Fetcher, origin: str, user_agent: str) -> RobotsRules:
-    """Fetch and parse the robots.txt of `origin`, following up to 5 redirects.
+    """Fetch and parse the robots.txt of `origin` (see `fetch_robots_source`)."""
+    return (await fetch_robots_source(fetcher, origin)).rules(user_agent)
 
-    Never raises except on cancellation: every failure becomes rules (see the module docstring).
+
+async def fetch_robots_source(fetcher: Fetcher, origin: str) -> RobotsSource:
+    """Fetch the robots.txt of `origin`, following up to 5 redirects.
+
+    Never raises except on cancellation: every failure becomes a verdict (see the module docstring).
     """
     url = robots_url(origin)
     seen = {url}
@@ -120,10 +147,10 @@ async def fetch_robots(fetcher: Fetcher, origin: str, user_agent: str) -> Robots
         outcome = await fetcher.fetch(url, any_type=True, max_size=ROBOTS_MAX_SIZE)
         status = outcome.status
         if status is None or not 300 <= status < 400:
-            rules = rules_from_outcome(outcome, user_agent)
-            if rules.unreachable:
+            source = source_from_outcome(outcome)
+            if source.verdict == "unreachable":
                 logger.info("robots.txt of %s unreachable: %s", origin, outcome.error or status)
-            return rules
+            return source
         location = (outcome.header("Location") or "").strip()
         try:
             url = urljoin(url, location) if location else ""
@@ -131,10 +158,10 @@ async def fetch_robots(fetcher: Fetcher, origin: str, user_agent: str) -> Robots
             url = ""
         # A redirect that goes nowhere usable, or in a circle, ends like too many redirects.
         if url in seen or not url.startswith(("http://", "https://")):
-            return ALLOW_ALL
+            return _ALLOW
         seen.add(url)
     logger.info("robots.txt of %s: more than %d redirects, allowing all", origin, MAX_REDIRECTS)
-    return ALLOW_ALL
+    return _ALLOW
 
 
 def _text(outcome: FetchOutcome) -> str:

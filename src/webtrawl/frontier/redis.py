@@ -21,7 +21,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..cluster.keys import Keys
 from ..cluster.leases import PARTITION_FIELDS, Leases
@@ -34,6 +34,9 @@ from .base import FrontierCounts
 from .bloom import fp_bytes, fp_int
 from .hosts import HostQueue
 from .scripts import Scripts
+
+if TYPE_CHECKING:
+    from ..cluster.hostlimits import SharedHostLimits
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -61,6 +64,9 @@ class Layout:
     max_urls_per_template: int | None = None
     lease_ttl: float = 15.0
     """Seconds a partition lease (and the coordinator's) lasts without renewal."""
+    partition_by: str = "host"
+    """"host": a host's URLs share a partition (one node paces it); "url": URLs spread one site over every
+    node, and the host's limits and robots.txt are shared through Redis (`cluster.hostlimits`)."""
 
 
 class RedisFrontier:
@@ -75,15 +81,21 @@ class RedisFrontier:
         politeness: Politeness,
         *,
         save_checkpoint: Callable[[Mapping[str, int]], Awaitable[None]] | None = None,
+        host_limits: SharedHostLimits | None = None,
     ) -> None:
+        """`host_limits`: the hosts' shared slots, needed when URLs are partitioned by URL."""
         self._client = client
         self._keys = keys
         self._layout = layout
         self._leases = leases
         self._politeness = politeness
         self._save_checkpoint = save_checkpoint
+        self._by_url = layout.partition_by == "url"
+        self._limits = host_limits
         self._scripts = Scripts(client)
-        self._host_ids: dict[str, int] = {}
+        self._host_ids: dict[tuple[str, int], int] = {}
+        """(host, partition) → a local id: with URLs partitioned by URL, a host has URLs in many partitions."""
+        self._ids_of_host: dict[str, list[int]] = defaultdict(list)
         self._host_names: dict[int, str] = {}
         self._host_partition: dict[int, int] = {}
         self._hosts = HostQueue({})
@@ -107,22 +119,26 @@ class RedisFrontier:
         self.finished = False
         """Set when the coordinator declared the crawl over (nothing waiting or running anywhere)."""
         politeness.on_ready = self._host_ready
+        self._ended: set[str] = set()
+        """Hosts with a request ended since the shared slots were last settled (partitioned by URL)."""
+        if host_limits is not None:
+            politeness.on_release = self._ended.add
 
     def _host_ready(self, host: str) -> None:
-        host_id = self._host_ids.get(host)
-        if host_id is not None:
+        for host_id in self._ids_of_host.get(host, ()):
             self._hosts.wake(host_id)
 
     def _host_id(self, host: str, partition: int) -> int:
-        host_id = self._host_ids.get(host)
+        host_id = self._host_ids.get((host, partition))
         if host_id is None:
-            host_id = self._host_ids[host] = len(self._host_ids) + 1
+            host_id = self._host_ids[host, partition] = len(self._host_ids) + 1
+            self._ids_of_host[host].append(host_id)
             self._host_names[host_id] = host
             self._host_partition[host_id] = partition
         return host_id
 
-    def partition(self, host: str) -> int:
-        return partition_of(host, self._layout.partitions)
+    def partition(self, url: str, host: str) -> int:
+        return partition_of(url if self._by_url else host, self._layout.partitions)
 
     def running_in(self, p: int) -> int:
         """URLs of partition `p` handed out here and not completed yet (read by the heartbeat thread)."""
@@ -162,7 +178,7 @@ class RedisFrontier:
         layout = self._layout
         by_partition: dict[int, list[NewURL]] = defaultdict(list)
         for url in urls:
-            by_partition[self.partition(url.host)].append(url)
+            by_partition[self.partition(url.url, url.host)].append(url)
         head = [
             layout.dedup,
             layout.bloom_capacity,
@@ -250,8 +266,13 @@ class RedisFrontier:
             n -= take
             if n == 0:
                 break
+        if self._limits is not None:
+            await self._settle_shared_slots()
+            await self._take_shared_slots(plan, mono)
         entries: list[Entry] = []
         for p, wanted in plan.items():
+            if not wanted:
+                continue
             args: list[Any] = [usable[p]]
             for host_id, take in wanted:
                 args += [names[host_id], take]
@@ -288,7 +309,44 @@ class RedisFrontier:
                 if got[host]:
                     politeness.started(host, started)
         self._running += len(entries)
+        if self._limits is not None:
+            await self._settle_shared_slots()
         return entries
+
+    async def _settle_shared_slots(self) -> None:
+        """Give back the shared slots of requests that ended: a host holds no more than it has running here."""
+        assert self._limits is not None
+        ended = list(self._ended)  # the set itself stays: politeness adds to it
+        self._ended.clear()
+        for host in ended:
+            excess = self._limits.held(host) - self._politeness.active(host)
+            if excess > 0:
+                await self._limits.give(host, excess)
+
+    async def _take_shared_slots(self, plan: dict[int, list[tuple[int, int]]], mono: float) -> None:
+        """Cut the plan to the slots the hosts' shared limits grant; park hosts granted none."""
+        assert self._limits is not None
+        wanted: Counter[str] = Counter()
+        for pairs in plan.values():
+            for host_id, take in pairs:
+                wanted[self._host_names[host_id]] += take
+        granted: dict[str, int] = {}
+        waits: dict[str, float] = {}
+        for host, n in wanted.items():
+            granted[host], waits[host] = await self._limits.take(host, n)
+        for p, pairs in plan.items():
+            kept = []
+            for host_id, take in pairs:
+                host = self._host_names[host_id]
+                allowed = min(take, granted[host])
+                granted[host] -= allowed
+                for _ in range(take - allowed):
+                    self._politeness.cancel(host)
+                if allowed:
+                    kept.append((host_id, allowed))
+                else:
+                    self._hosts.park(host_id, mono + max(waits[host], 0.002))
+            plan[p] = kept
 
     async def _refresh(self, usable: Mapping[int, str]) -> None:
         """Read the hosts, due retries and result backlog of every held partition; forget lost ones."""
@@ -345,7 +403,7 @@ class RedisFrontier:
             await self._add(children)
         by_partition: dict[int, list[Completion]] = defaultdict(list)
         for item in batch:
-            by_partition[self.partition(item.entry.host)].append(item)
+            by_partition[self.partition(item.entry.url, item.entry.host)].append(item)
         now = time.time()
         for p, items in by_partition.items():
             token = self._leases.token(p)

@@ -1,0 +1,96 @@
+"""Per-host limits shared by every node, for crawls that spread one host's URLs over all partitions.
+
+With `--partition-by url` no node sees all of a host's requests, so its concurrency and pace are kept in
+Redis (`frontier/lua/hostslots.lua`): a node takes slots before it hands URLs out and gives them back when
+their requests end (it holds no more of a host's slots than its politeness has requests running). Slots
+expire by themselves, so those of a node that died come back. The node's own politeness still applies on
+top (it can only be stricter). The host's robots.txt is fetched by one node and shared (`SharedRobots`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from typing import Any
+
+from ..config import PolitenessConfig
+from ..fetch.fetcher import Fetcher
+from ..fetch.politeness import Politeness
+from ..fetch.robots import RobotsRules, RobotsSource, fetch_robots_source
+from ..frontier.scripts import Scripts
+from .keys import Keys
+from .redisconn import persist
+
+ROBOTS_LOCK = 30.0
+"""Seconds one node has to fetch a robots.txt before another may try."""
+
+
+class SharedHostLimits:
+    def __init__(
+        self, client: Any, keys: Keys, node: str, config: PolitenessConfig, politeness: Politeness, *, ttl: float
+    ) -> None:
+        self._script = Scripts(client).host_slots
+        self._keys = keys
+        self._node = node
+        self._per_host = config.per_host
+        self._politeness = politeness
+        self._ttl = int(ttl * 1000)
+        self._held: dict[str, list[bytes]] = defaultdict(list)
+
+    async def take(self, host: str, n: int) -> tuple[int, float]:
+        """Take up to `n` slots of `host`; returns how many were granted and, if none, seconds to wait."""
+        delay = int(self._politeness.delay(host) * 1000)
+        args = ["take", self._node, n, self._per_host, delay, self._ttl]
+        granted, wait = await persist(
+            "taking host slots", lambda: self._script(keys=[self._keys.host_slots(host)], args=args)
+        )
+        self._held[host].extend(granted)
+        return len(granted), int(wait) / 1000
+
+    def held(self, host: str) -> int:
+        return len(self._held.get(host, ()))
+
+    async def give(self, host: str, n: int) -> None:
+        """Give back `n` slots of `host` (its requests ended)."""
+        held = self._held.get(host)
+        if not held:
+            return
+        slots = [held.pop() for _ in range(min(n, len(held)))]
+        if not held:
+            del self._held[host]
+        await persist(
+            "giving host slots back", lambda: self._script(keys=[self._keys.host_slots(host)], args=["give", *slots])
+        )
+
+
+class SharedRobots:
+    """robots.txt fetched once per host for the whole crawl, kept in Redis as long as its rules last."""
+
+    def __init__(self, client: Any, keys: Keys, node: str, user_agent: str, *, ttl: float) -> None:
+        self._client = client
+        self._keys = keys
+        self._node = node
+        self._user_agent = user_agent
+        self._ttl = int(ttl * 1000)
+
+    async def rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
+        key = self._keys.robots(host)
+        client = self._client
+        while True:
+            stored = await persist("reading a robots.txt", lambda: client.get(key))
+            if stored is not None:
+                verdict, text = json.loads(stored)
+                return RobotsSource(verdict, text).rules(self._user_agent)
+            if await persist(
+                "locking a robots.txt",
+                lambda: client.set(key + ":lock", self._node, nx=True, px=int(ROBOTS_LOCK * 1000)),
+            ):
+                break
+            await asyncio.sleep(0.2)  # another node is fetching it
+        source = await fetch_robots_source(fetcher, host)
+        if source.verdict != "unreachable":  # each node retries an unreachable robots.txt on its own schedule
+            document = json.dumps([source.verdict, source.text])
+            await persist("sharing a robots.txt", lambda: client.set(key, document, px=self._ttl))
+        await persist("unlocking a robots.txt", lambda: client.delete(key + ":lock"))
+        return source.rules(self._user_agent)
