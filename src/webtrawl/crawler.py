@@ -66,6 +66,8 @@ class Crawler:
         self.frontier: Frontier | None = None
         self.warc_prefix = config.name
         """WARC file names start with it (a node of a distributed crawl adds its id)."""
+        self.db_name = DB_NAME
+        """The database file in the crawl directory (a node of a distributed crawl keeps its own)."""
         self.warc_family: str | None = None
         """A regex of the WARC prefixes earlier runs in this directory wrote with (see `WarcWriter`)."""
 
@@ -80,7 +82,7 @@ class Crawler:
         out = prepare_directory(config.out)
         lock = DirectoryLock(out)
         lock.acquire()
-        db = Database(out / DB_NAME)
+        db = Database(out / self.db_name)
         try:
             await db.open()
             identity = config.identity(seeds, NORMALIZATION_VERSION)

@@ -39,8 +39,10 @@ from .wire import decode_completion
 log = logging.getLogger(__name__)
 
 GROUP = "coordinator"
-READ_COUNT = 500
-"""Stream entries read per partition and round."""
+READ_COUNT = 1000
+"""Stream entries read per partition and round (and applied in one transaction each)."""
+IDLE = 0.2
+"""Seconds between rounds when there was little to gather."""
 GRACE = 2.0
 """Seconds between the two scans that must both find the crawl empty."""
 HASH_NAME = "xxh3_64(host key) mod partitions"
@@ -222,13 +224,15 @@ async def scan(client: Any, keys: Keys, partitions: int) -> tuple[int, int, int,
 async def watch_for_end(client: Any, keys: Keys, partitions: int, gatherer: Gatherer) -> None:
     """Return once the crawl is over: two empty scans `GRACE` apart with no activity between, streams drained."""
     while True:
-        await gatherer.round()
+        if await gatherer.round() >= READ_COUNT:
+            continue  # behind: gather on before looking at the end
         waiting, running, act, _ = await scan(client, keys, partitions)
         if waiting == 0 and running == 0:
             await asyncio.sleep(GRACE)
-            await gatherer.round()
+            while await gatherer.round():
+                pass
             waiting2, running2, act2, backlog = await scan(client, keys, partitions)
             if (waiting2, running2, act2, backlog) == (0, 0, act, 0):
                 return
         else:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(IDLE)

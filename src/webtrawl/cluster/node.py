@@ -39,6 +39,7 @@ from .redisconn import persist
 
 log = logging.getLogger(__name__)
 
+NODE_DB = "node.db"
 HEARTBEAT = 2.0
 """Seconds between heartbeats."""
 LIVE_FOR = 3 * HEARTBEAT
@@ -156,6 +157,9 @@ class NodeCrawler(Crawler):
         self.node = node
         self.warc_prefix = f"{config.name}-{node}"
         self.warc_family = re.escape(config.name) + r"-node-\d+"
+        # The node's own state (its WARC files' committed ends) stays out of the index the coordinator
+        # writes, which may be in the same directory: two writers on one file would wait for each other.
+        self.db_name = NODE_DB
         self._client = client
         self._sync = sync_client
         self._keys = keys

@@ -34,6 +34,7 @@ from .base import FrontierCounts
 from .bloom import fp_bytes, fp_int
 from .hosts import HostQueue
 from .scripts import Scripts
+from .seen import SeenCache
 
 if TYPE_CHECKING:
     from ..cluster.hostlimits import SharedHostLimits
@@ -47,7 +48,7 @@ REFRESH_EVERY = 0.5
 """Seconds between two reads of the held partitions' hosts (to see URLs other nodes added)."""
 HOSTS_PER_REFRESH = 1000
 """Hosts read per partition and refresh, lowest head first."""
-MAX_BACKLOG = 20_000
+MAX_BACKLOG = 5_000
 """Results waiting in the held partitions' streams beyond which this node stops claiming until the
 coordinator catches up: Redis memory stays bounded when the coordinator is slow or away."""
 
@@ -103,6 +104,7 @@ class RedisFrontier:
         """Per held partition, the host ids this node has heads for."""
         self._retry_at: dict[int, float] = {}
         """Per held partition, when its first retry is due (wall clock)."""
+        self._seen = SeenCache()
         self._in_flight: dict[int, set[int]] = defaultdict(set)
         """Per partition, the fingerprints handed out here and not completed yet."""
         self._reconcile = False
@@ -172,7 +174,7 @@ class RedisFrontier:
         if drops:
             entry = {"d": json.dumps([[url, reason, ""] for url, reason in drops])}
             await self._redis("recording drops", lambda: self._client.xadd(self._keys.stream(0), entry))
-        return await self._add(urls)
+        return await self._add(self._seen.fresh(urls))
 
     async def _add(self, urls: Sequence[NewURL]) -> int:
         layout = self._layout
@@ -398,7 +400,7 @@ class RedisFrontier:
         """
         if self._save_checkpoint is not None and checkpoint:
             await self._save_checkpoint(checkpoint)
-        children = [child for item in batch for child in item.children]
+        children = self._seen.fresh(child for item in batch for child in item.children)
         if children:
             await self._add(children)
         by_partition: dict[int, list[Completion]] = defaultdict(list)

@@ -31,14 +31,9 @@ from ..urls import fingerprint
 from .base import FrontierCounts
 from .budgets import Budgets
 from .hosts import HostQueue
+from .seen import SeenCache
 
 Row = tuple[Any, ...]
-
-SEEN_CACHE = 100_000
-"""Fingerprints (with their depth) remembered in memory to skip re-adding URLs already in the frontier.
-
-Most links of a page lead where other pages led already (navigation, footers); skipping those saves a
-random index probe each. When full, the cache starts over: it only saves work, the database decides."""
 
 MAX_STORED_URL = 4096
 """Dropped URLs are kept to this length: a hostile page may link 100 KB URLs."""
@@ -60,7 +55,7 @@ class SqliteFrontier:
         self._host_names: dict[int, str] = {}
         self._hosts = HostQueue({})
         self._retry_at: dict[int, float] = {}
-        self._seen: dict[int, int] = {}
+        self._seen = SeenCache()
         self._claimed: dict[int, set[int]] = {}
         """Per host id, fingerprints handed out and not completed yet."""
         self._unrecorded: list[tuple[int, float, int]] = []
@@ -122,7 +117,9 @@ class SqliteFrontier:
 
     async def add(self, urls: Sequence[NewURL], drops: Sequence[tuple[str, str]] = ()) -> int:
         self._seq += 1
-        changed = await self._db.run(self._add_in_transaction, self._unseen(urls), list(drops), self._seq, time.time())
+        changed = await self._db.run(
+            self._add_in_transaction, self._seen.fresh(urls), list(drops), self._seq, time.time()
+        )
         self._raise_heads(changed)
         return len(changed)
 
@@ -199,18 +196,6 @@ class SqliteFrontier:
                 )
             )
         return known
-
-    def _unseen(self, urls: Iterable[NewURL]) -> list[NewURL]:
-        """The URLs not known (in memory) to be in the frontier already at the same or a smaller depth."""
-        seen = self._seen
-        if len(seen) > SEEN_CACHE:
-            seen.clear()
-        fresh = []
-        for url in urls:
-            if seen.get(url.fp, 1 << 30) > url.depth:
-                seen[url.fp] = url.depth
-                fresh.append(url)
-        return fresh
 
     def _host_id(self, conn: sqlite3.Connection, host: str) -> int:
         host_id = self._host_ids.get(host)
@@ -349,7 +334,7 @@ class SqliteFrontier:
 
     async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
         self._seq += 1
-        fresh = self._unseen(child for item in batch for child in item.children)
+        fresh = self._seen.fresh(child for item in batch for child in item.children)
         claims, self._unrecorded = self._unrecorded, []
         changed = await self._db.run(self._complete_rows, batch, fresh, claims, checkpoint, self._seq, time.time())
         self._raise_heads(changed)
