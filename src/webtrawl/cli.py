@@ -447,6 +447,8 @@ def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None,
         f"{node}: {report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
         f"({report.pages_per_second:.1f} pages/s)"
     )
+    if report.outcome == "interrupted":
+        sys.exit(130)
 
 
 @main.command()

@@ -57,7 +57,7 @@ class CrawlReport:
 
     name: str
     outcome: str
-    """"finished", "max-pages", "max-time" or "interrupted"."""
+    """"finished", "max-pages", "max-time", "interrupted" (by a signal) or "stopped" (by `webtrawl control`)."""
     pages: int
     bytes: int
     elapsed: float

@@ -156,3 +156,24 @@ def test_pause_resume_and_stop_from_the_command_line(tmp_path: Path) -> None:
         assert helper.finish(30)[0] == 0
         assert time.monotonic() - started < 15
         assert done_in_redis(server.url) < len(sites.expected())  # it stopped before the end
+
+
+def test_max_pages_stops_every_node_and_ctrl_c_stops_one(tmp_path: Path) -> None:
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
+        coord = coordinator(sites, server.url, tmp_path / "coord", "--max-pages", "300")
+        wait_for_crawl(server.url)
+        leaving, staying = (
+            worker(server.url, tmp_path / f"w{i}", "--concurrency", WORKER_CONCURRENCY) for i in range(2)
+        )
+        node = node_of(server.url, leaving.pid)
+        wait_for_done(server.url, 100)
+        os.kill(leaving.pid, signal.SIGINT)  # Ctrl-C: this worker leaves, the crawl goes on
+        code, out, err = leaving.finish(30)
+        assert code == 130, err
+        assert "Traceback" not in err and out.startswith(f"{node}: interrupted: "), out
+        assert node not in holders(server.url).values()  # it gave its partitions back on the way out
+        code, out, err = coord.finish()
+        assert code == 0, err
+        assert out.startswith("max-pages: "), out
+        assert staying.finish(30)[0] == 0
+        assert 300 <= done_in_redis(server.url) < len(sites.expected())

@@ -27,6 +27,7 @@ from redis.exceptions import ResponseError
 from ..config import CrawlConfig, FetchConfig, PolitenessConfig, ScopeConfig
 from ..errors import ConfigError
 from ..frontier.redis import Layout
+from ..store.crawls import differences
 from ..store.db import Database
 from ..store.index import index_text
 from ..store.ingest import ingest, ingest_drops
@@ -93,12 +94,20 @@ async def create_or_join(client: Any, keys: Keys, config: CrawlConfig, layout: L
                     raise
         await client.set(keys.control, "run")
         return config, layout
-    stored = json.loads(await client.hget(keys.meta, "identity"))
+    stored, document = await client.hmget(keys.meta, "identity", "config")
+    stored = json.loads(stored)
     if stored != json.loads(json.dumps(identity, sort_keys=True)):
         raise ConfigError(
             f"crawl {config.name!r} in Redis was started with other seeds or scope; "
             "use the same ones to rejoin it, or another --name"
         )
+    ignored = [
+        change
+        for change in differences(json.loads(document), _config_document(config))
+        if not change.startswith(("concurrency:", "seeds:"))
+    ]
+    if ignored:
+        log.warning("crawl %r keeps the settings it was created with; ignored: %s", config.name, "; ".join(ignored))
     return await load_crawl(client, keys, out=config.out, concurrency=config.concurrency)
 
 

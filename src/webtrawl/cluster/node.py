@@ -167,6 +167,7 @@ class NodeCrawler(Crawler):
         self.leases = Leases(node, keys, layout.partitions, ttl=layout.lease_ttl)
         self.heartbeat: Heartbeat | None = None
         self._robots: SharedRobots | None = None
+        self._told_to_stop = False
         self._info = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
         self._last = (time.monotonic(), 0)
 
@@ -221,6 +222,7 @@ class NodeCrawler(Crawler):
             self._wake.set()
         elif command == "stop" and not self._stopping:
             log.info("told to stop: in-flight fetches finish, then this node reports and leaves")
+            self._told_to_stop = True
             self.stop()
         if self.heartbeat is not None:
             self.heartbeat.state = "paused" if command == "pause" else "stopping" if command == "stop" else "running"
@@ -243,6 +245,8 @@ class NodeCrawler(Crawler):
     async def run(self):  # type: ignore[no-untyped-def]
         try:
             report = await super().run()
+            if self._told_to_stop and report.outcome == "interrupted":
+                report.outcome = "stopped"  # by the crawl's control key, not by this process's signal
         finally:
             if self.heartbeat is not None:
                 await asyncio.to_thread(self.heartbeat.stop)

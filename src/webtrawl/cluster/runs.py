@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +31,7 @@ from ..urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
 from .coordinator import CoordinatorLease, Gatherer, create_or_join, load_crawl, scan, watch_for_end
 from .keys import Keys
 from .leases import Leases
-from .node import HEARTBEAT, NodeCrawler, live_nodes, register
+from .node import HEARTBEAT, LIVE_FOR, NodeCrawler, live_nodes, register
 from .redisconn import check_server, connect, persist
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,12 @@ async def _coordinate(
         crawl_id, _ = await db.run(open_crawl, config.name, config.identity(seeds, NORMALIZATION_VERSION))
         gatherer = Gatherer(client, keys, layout, db, crawl_id, consumer=f"coordinator-{lease.token[:8]}")
         await _add_seeds(client, keys, layout, config, seeds)
+        # A new run: a crawl stopped (or over) before runs again, and reports are this run's.
+        if await client.get(keys.control) in (b"stop", b"finished"):
+            await client.set(keys.control, "run")
+        await client.delete(keys.report)
+        interrupted = asyncio.Event()
+        _on_signals(interrupted.set)
         node_task: asyncio.Task[CrawlReport] | None = None
         crawler: NodeCrawler | None = None
         outcome = "finished"
@@ -112,17 +119,27 @@ async def _coordinate(
             renewing = tg.create_task(_renew(lease))
             ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
             stopping = tg.create_task(_watch_for_stop(client, keys))
+            limits = tg.create_task(_watch_limits(client, keys, layout, config))
+            interrupt = tg.create_task(interrupted.wait())
             live = tg.create_task(_live_reports(client, sync, keys, layout, gatherer, say)) if say else None
-            done, _ = await asyncio.wait({ending, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            watchers = {ending, stopping, limits, interrupt}
+            done, _ = await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
             if ending in done:
                 await persist("declaring the end", lambda: client.set(keys.control, "finished"))
+            elif limits in done:
+                outcome = limits.result()  # the whole crawl was told to stop at --max-pages / --max-time
+                await _watch_for_stop(client, keys)
+            elif interrupt in done:
+                outcome = "interrupted"  # this process only: the crawl goes on in Redis
+                if crawler is not None:
+                    crawler.stop()
             else:
                 outcome = "stopped"  # by `webtrawl control stop`: in-flight fetches finished, nothing lost
-            for task in (ending, stopping):
+            for task in watchers:
                 task.cancel()
             if node_task is not None:
                 await node_task
-            reports = await _final_reports(client, sync, keys, gatherer)
+            reports = await _final_reports(client, sync, keys, gatherer, wait=outcome != "interrupted")
             renewing.cancel()
             if live is not None:
                 live.cancel()
@@ -175,6 +192,44 @@ async def _renew(lease: CoordinatorLease) -> None:
             raise ConfigError("this coordinator lost its lease (it stalled too long); another one took over")
 
 
+async def _watch_limits(client: Any, keys: Keys, layout: Layout, config: CrawlConfig) -> str:
+    """Tell every node to stop once the crawl reached --max-pages (crawl-wide) or this run --max-time."""
+    started = asyncio.get_running_loop().time()
+    while True:
+        await asyncio.sleep(0.5)
+        if config.max_time is not None and asyncio.get_running_loop().time() - started >= config.max_time:
+            reason = "max-time"
+        elif config.max_pages is not None and await _done(client, keys, layout) >= config.max_pages:
+            reason = "max-pages"
+        else:
+            continue
+        await persist("stopping the crawl", lambda: client.set(keys.control, "stop"))
+        return reason
+
+
+async def _done(client: Any, keys: Keys, layout: Layout) -> int:
+    pipe = client.pipeline(transaction=False)
+    for p in range(layout.partitions):
+        pipe.hget(keys.counters(p), "done")
+    return sum(int(v or 0) for v in await persist("counting pages", pipe.execute))
+
+
+def _on_signals(stop: Callable[[], None]) -> None:
+    """Ctrl-C or SIGTERM: `stop` (fetches in flight finish); a second one ends the process at once."""
+    loop = asyncio.get_running_loop()
+    count = 0
+
+    def handle() -> None:
+        nonlocal count
+        count += 1
+        if count > 1:
+            os._exit(130)  # nothing is lost: in-flight URLs go back to waiting when the leases expire
+        stop()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, handle)
+
+
 async def _watch_for_stop(client: Any, keys: Keys) -> None:
     while await persist("reading the control key", lambda: client.get(keys.control)) != b"stop":
         await asyncio.sleep(0.5)
@@ -182,9 +237,11 @@ async def _watch_for_stop(client: Any, keys: Keys) -> None:
     await asyncio.sleep(HEARTBEAT)
 
 
-async def _final_reports(client: Any, sync: Any, keys: Keys, gatherer: Gatherer) -> dict[str, dict[str, Any]]:
-    """Gather the last results and wait (a little) for every live node's final report."""
-    deadline = asyncio.get_running_loop().time() + REPORT_WAIT
+async def _final_reports(
+    client: Any, sync: Any, keys: Keys, gatherer: Gatherer, *, wait: bool
+) -> dict[str, dict[str, Any]]:
+    """Gather the last results and wait (a little, if `wait`) for every live node's final report."""
+    deadline = asyncio.get_running_loop().time() + (REPORT_WAIT if wait else 0)
     while True:
         await gatherer.round()
         reports = await persist("reading node reports", lambda: client.hgetall(keys.report))
@@ -209,9 +266,8 @@ async def run_worker(url: str, name: str, *, out: Path | None, concurrency: int 
         if out is None:
             config = _with_out(config, Path(f"webtrawl-{node}"))
         crawler = NodeCrawler(config, client=client, sync_client=sync, keys=keys, layout=layout, node=node)
-        with contextlib.suppress(asyncio.CancelledError):
-            report = await crawler.run()
-        return node, report
+        _on_signals(crawler.stop)
+        return node, await crawler.run()
     finally:
         await client.aclose()
         sync.close()
@@ -313,6 +369,8 @@ def _all_nodes(client: Any, keys: Keys) -> dict[str, dict[str, Any]]:
     for node, raw in sorted(client.hgetall(keys.nodes).items()):
         info = json.loads(raw)
         info["heartbeat_age"] = round((now - info.get("at", now)) / 1000, 1)
+        if info.get("state") != "left" and info["heartbeat_age"] > LIVE_FOR:
+            info["state"] = "lost"  # no heartbeat for a while: dead, stopped or cut off
         nodes[node.decode()] = info
     return nodes
 

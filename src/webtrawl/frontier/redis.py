@@ -465,6 +465,9 @@ class RedisFrontier:
         return self.finished and self._running == 0
 
     def next_wakeup(self) -> float | None:
+        if self.paused or self.finished or self._backlog > MAX_BACKLOG:
+            # Nothing may be claimed before the next refresh (or heartbeat): waiting less would spin.
+            return max(0.05, REFRESH_EVERY - (time.monotonic() - self._refreshed))
         waits = [REFRESH_EVERY]
         if self._hosts.awake:
             return 0.0

@@ -28,21 +28,22 @@ def open_crawl(conn: sqlite3.Connection, name: str, identity: dict[str, Any]) ->
         assert cur.lastrowid is not None
         return cur.lastrowid, []
     crawl_id, stored, extra = row
-    differences = _differences(json.loads(stored), identity)
-    if differences:
+    found = differences(json.loads(stored), identity)
+    if found:
         raise IdentityMismatch(
-            f"crawl {name!r} in this directory was started with other settings ({'; '.join(differences)}); "
+            f"crawl {name!r} in this directory was started with other settings ({'; '.join(found)}); "
             "use the same ones to resume, or another --name / --out for a new crawl"
         )
     return crawl_id, json.loads(extra)
 
 
-def _differences(stored: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
+def differences(stored: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
+    """What differs between two settings documents, one "key: was X, now Y" per field."""
     found = []
     for key in sorted(set(stored) | set(wanted)):
         old, new = stored.get(key), wanted.get(key)
         if isinstance(old, dict) and isinstance(new, dict):
-            found.extend(_differences(old, new, f"{prefix}{key}."))
+            found.extend(differences(old, new, f"{prefix}{key}."))
         elif old != new:
             found.append(f"{prefix}{key}: was {old!r}, now {new!r}")
     return found

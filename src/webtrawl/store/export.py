@@ -9,6 +9,7 @@ JSONL and CSV give one row per capture in capture order, with the fields in `FIE
 - `fetched_at`: ISO 8601 in UTC, to the second (`2024-05-01T12:00:00Z`).
 - `redirects`: the URLs that redirected to this one, first first (a list in JSONL; space-separated in CSV,
   as URLs have no spaces). Missing values are `null` in JSONL and empty in CSV.
+- `node`: in a distributed crawl, the node that fetched it (its WARC file is in that node's directory).
 
 CDXJ is the index replay tools (pywb and others) read: one line per capture with a WARC record,
 `<SURT> <yyyymmddhhmmss> {json}`, sorted by SURT then time, values written as `cdxj-indexer` writes them
@@ -34,7 +35,7 @@ Format = Literal["jsonl", "csv", "cdxj"]
 
 FIELDS = (
     "url", "final_url", "status", "content_type", "size", "title", "depth", "fetched_at", "warc_file",
-    "warc_offset", "warc_length", "payload_digest", "truncated", "error", "redirects",
+    "warc_offset", "warc_length", "payload_digest", "truncated", "error", "redirects", "node",
 )  # fmt: skip
 MAX_HOPS = 10
 
@@ -42,7 +43,7 @@ MAX_HOPS = 10
 # rows from the first one, where the index would need every row sorted by id first.
 _ROWS = """
     SELECT c.url, c.location, c.status, c.content_type, c.size, c.title, u.depth, c.fetched_at, c.warc_file,
-           c.warc_offset, c.warc_length, c.payload_digest, c.truncated, c.error, c.redirects
+           c.warc_offset, c.warc_length, c.payload_digest, c.truncated, c.error, c.redirects, c.node
     FROM captures c LEFT JOIN urls u ON u.crawl_id = c.crawl_id AND u.fp = c.fp
     WHERE +c.crawl_id = ? ORDER BY c.id
 """
