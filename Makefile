@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)  ## generate a local site, serve it, crawl it with live progress, print the report
+demo: $(STAMP)  ## generate a local site, serve it, crawl it with live progress, then open its dashboard
 	$(PY) -m tests.sites.demo
 
 test: $(STAMP)  ## the whole test suite, slow end-to-end tests included

@@ -291,7 +291,7 @@ def test_ingest_keys_are_unique_within_a_crawl_and_embedded_captures_have_none(t
     assert capture_row(fetched("/").capture)[-2:] == (None, None)  # type: ignore[arg-type]
     conn = connect(tmp_path / "crawl.db")
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
         columns = {name for _cid, name, *_ in conn.execute("PRAGMA table_info(captures)")}
         assert {"node", "ingest_key"} <= columns
         conn.execute("INSERT INTO captures(crawl_id, fp, url, fetched_at) VALUES (1, 1, 'http://a.test/', 0)")
@@ -314,7 +314,7 @@ def test_a_database_of_the_first_schema_is_migrated_with_its_captures(tmp_path: 
     old.close()
     conn = connect(tmp_path / "crawl.db")
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
         assert conn.execute("SELECT url, node, ingest_key FROM captures").fetchall() == [("http://a.test/", None, None)]
     finally:
         conn.close()

@@ -1,12 +1,14 @@
 """The `webtrawl` command: parse flags, build a config, call the library, talk to the terminal.
 
-Exit codes: 0 done, 1 the crawl fetched nothing, 2 a usage error (one line, no traceback), 130 stopped
-by Ctrl-C (resumable: run the same command again).
+Exit codes: 0 done (or stopped from the dashboard or `webtrawl control`), 1 the crawl fetched nothing, 2 a
+usage error (one line, no traceback), 130 stopped by Ctrl-C. A stopped crawl resumes when the same command
+runs again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -31,6 +33,8 @@ from .stats import CrawlReport
 from .store.crawls import crawl_id_of
 from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
+from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
+from .web.site import Site
 
 USAGE_ERRORS = (ConfigError, InvalidURL, StoreError)
 T = TypeVar("T")
@@ -177,6 +181,10 @@ def main() -> None:
 @click.option(
     "--lease-ttl", type=float, default=15.0, show_default=True, help="With --redis: seconds a partition lease lasts."
 )
+@click.option("--serve", "serve_dashboard", is_flag=True, help="Run the dashboard beside the crawl (127.0.0.1).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True, help="With --serve: its port."
+)
 def crawl(
     seeds: tuple[str, ...],
     out: Path,
@@ -192,6 +200,8 @@ def crawl(
     expected_urls: int,
     fp_rate: float,
     lease_ttl: float,
+    serve_dashboard: bool,
+    port: int,
     **flags: Any,
 ) -> None:
     """Crawl SEEDS breadth-first into the directory --out (run it again to resume)."""
@@ -200,23 +210,39 @@ def crawl(
         config = _build_config(seeds, out, name, config_file, flags)
     except USAGE_ERRORS as exc:
         _fail(str(exc))
-    if redis_url is not None:
-        layout = replace(
-            _layout(config, partitions, dedup, expected_urls, fp_rate, lease_ttl), partition_by=partition_by
-        )
-        report, nodes = _run_distributed(
-            run_coordinator(config, redis_url, layout, fetch=not no_fetch, say=None if quiet else _say)
-        )
+    with contextlib.ExitStack() as stack:
+        if serve_dashboard:
+            stack.enter_context(_dashboard_beside(config, redis_url, port))
+        if redis_url is not None:
+            layout = replace(
+                _layout(config, partitions, dedup, expected_urls, fp_rate, lease_ttl), partition_by=partition_by
+            )
+            report, nodes = _run_distributed(
+                run_coordinator(config, redis_url, layout, fetch=not no_fetch, say=None if quiet else _say)
+            )
+            _finish(report, quiet)
+            print_nodes(nodes)
+            return
+        crawler = Crawler(config)
+        progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
+        try:
+            report = asyncio.run(_run(crawler, progress))
+        except USAGE_ERRORS as exc:
+            _fail(str(exc))
         _finish(report, quiet)
-        print_nodes(nodes)
-        return
-    crawler = Crawler(config)
-    progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
+
+
+def _dashboard_beside(
+    config: CrawlConfig, redis_url: str | None, port: int
+) -> contextlib.AbstractContextManager[Dashboard]:
+    """The dashboard of the crawl, on 127.0.0.1 (with the token of WEBTRAWL_TOKEN if set), for `crawl --serve`."""
+    site = Site(config.out, name=config.name, redis_url=redis_url, token=os.environ.get("WEBTRAWL_TOKEN") or None)
     try:
-        report = asyncio.run(_run(crawler, progress))
+        dashboard = Dashboard(site, DEFAULT_HOST, port)
     except USAGE_ERRORS as exc:
         _fail(str(exc))
-    _finish(report, quiet)
+    click.echo(f"dashboard: {dashboard.url}", err=True)
+    return dashboard.beside()
 
 
 def _finish(report: CrawlReport, quiet: bool) -> None:
@@ -232,6 +258,8 @@ def _finish(report: CrawlReport, quiet: bool) -> None:
     if report.outcome == "interrupted":
         click.echo("interrupted: run the same command again to resume", err=True)
         sys.exit(130)
+    if report.outcome == "stopped":
+        click.echo("stopped: run the same command again to resume", err=True)
     if report.done_total == 0:
         sys.exit(1)
 
@@ -364,6 +392,39 @@ def status(directory: Path | None, name: str, redis_url: str | None) -> None:
     for state, label in enumerate(labels):
         click.echo(f"  {label:8} {counts.get(state, 0):>10,}")
     click.echo(f"  {'captures':8} {captures[0]:>10,}  ({captures[1]:,} bytes)")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--name", default="default", show_default=True, help="The crawl to show.")
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on (others need a token).")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option("--token", envvar="WEBTRAWL_TOKEN", help="Required on every request [env WEBTRAWL_TOKEN].")
+@click.option(
+    "--redis", "redis_url", metavar="URL", help="A distributed crawl's Redis: nodes and control come from it."
+)
+@click.option("--verbose", "-v", is_flag=True, help="Log every request to stderr.")
+def serve(
+    directory: Path, name: str, host: str, port: int, token: str | None, redis_url: str | None, verbose: bool
+) -> None:
+    """Open the dashboard on a crawl directory, finished or running (Ctrl-C to quit)."""
+    _setup_logging(verbose)
+    site = Site(directory, name=name, redis_url=redis_url, token=token or None)
+    try:
+        dashboard = Dashboard(site, host, port, log_requests=verbose)
+        with site.reader():  # a missing directory or crawl is one line now, not an error on every page
+            pass
+    except USAGE_ERRORS as exc:
+        _fail(str(exc))
+    click.echo(f"dashboard of crawl {name!r} in {directory}: {dashboard.url}  (Ctrl-C to quit)")
+    asyncio.run(_serve_until_interrupted(dashboard))
+
+
+async def _serve_until_interrupted(dashboard: Dashboard) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, dashboard.stop)
+    await dashboard.serve()
 
 
 @main.command()

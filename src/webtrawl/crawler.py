@@ -5,7 +5,8 @@ is handled by its own task (owned by a TaskGroup) that fetches, parses and turns
 `Completion`; a bounded queue carries those to the archiver, which appends a batch's records to the
 WARC file and flushes them, then hands the batch to the committer, which commits it through the
 frontier (the commit order of DESIGN.md). Blocking work runs on two threads, so the two stages overlap:
-the archive thread (WARC and mirror files) and the database thread.
+the archive thread (WARC and mirror files) and the database thread. Every second a live loop publishes
+a snapshot of the run in the store and obeys the command a dashboard left there (pause, resume, stop).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .fetch.fetcher import Fetcher
 from .fetch.politeness import Politeness
 from .fetch.robots import ALLOW_ALL, RobotsRules, fetch_robots
 from .fetch.sitemaps import Sitemaps
-from .frontier.base import Frontier
+from .frontier.base import Frontier, FrontierCounts
 from .frontier.budgets import Budgets
 from .frontier.sqlite import SqliteFrontier
 from .models import Capture, Entry, NewURL
@@ -36,6 +37,7 @@ from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs, open_crawl
 from .store.db import DB_NAME, Database, DirectoryLock, prepare_directory
 from .store.index import INDEX_CHUNK, drop_counts, failure_counts, index_text, status_counts
+from .store.live import clear_control, publish, snapshot, wal_size
 from .store.mirror import Mirror
 from .store.warc import WarcWriter
 from .urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
@@ -52,6 +54,16 @@ INDEX_EVERY = 5.0
 """Seconds at most between two catch-ups of the search index (see `store.index.index_text`)."""
 STOP_GRACE = 5.0
 """Seconds in-flight fetches may take to finish after a stop was asked for."""
+LIVE_EVERY = 1.0
+"""Seconds between two snapshots the crawl publishes in its store (each also reads its control row)."""
+CHECKPOINT_EVERY = 10.0
+"""Seconds between two WAL checkpoints that wait for readers (see `store.live.publish`): with readers that
+keep coming (an open dashboard), SQLite's own checkpoints could let the WAL grow for the whole crawl."""
+WAL_LIMIT = 16 * 1024 * 1024
+"""Bytes of WAL after which the next snapshot checkpoints it without waiting for `CHECKPOINT_EVERY`."""
+COUNTS_SHARE = 0.05
+"""Most of the database thread's time the snapshot's frontier counts may take (on a big frontier they
+are refreshed less often than the snapshot)."""
 
 
 class Crawler:
@@ -61,6 +73,8 @@ class Crawler:
         self.config = config
         self.stats = Stats()
         self._stopping = False
+        self._stop_outcome = "interrupted"
+        self._paused = False
         self._wake = asyncio.Event()
         self._archive_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webtrawl-archive")
         self.frontier: Frontier | None = None
@@ -71,10 +85,28 @@ class Crawler:
         self.warc_family: str | None = None
         """A regex of the WARC prefixes earlier runs in this directory wrote with (see `WarcWriter`)."""
 
-    def stop(self) -> None:
-        """Stop handing out URLs; in-flight fetches finish (for a few seconds at most) and are committed."""
+    def stop(self, outcome: str = "interrupted") -> None:
+        """Stop handing out URLs; in-flight fetches finish (for a few seconds at most) and are committed.
+
+        `outcome` is what the report says: "interrupted" (by a signal) or "stopped" (from the dashboard).
+        """
+        if not self._stopping:
+            self._stop_outcome = outcome
         self._stopping = True
         self._wake.set()
+
+    def pause(self) -> None:
+        """Hand out no URL (robots.txt included) until `resume`; fetches in flight finish and are committed."""
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+        self._wake.set()
+
+    @property
+    def state(self) -> str:
+        """What the live snapshot says the crawl is doing: running, paused or stopping."""
+        return "stopping" if self._stopping else "paused" if self._paused else "running"
 
     async def run(self) -> CrawlReport:
         config = self.config
@@ -87,6 +119,7 @@ class Crawler:
             await db.open()
             identity = config.identity(seeds, NORMALIZATION_VERSION)
             crawl_id, extra_hosts = await db.run(open_crawl, config.name, identity)
+            await db.run(clear_control, crawl_id)  # a new run runs, whatever the last one was told
             scope = Scope(config.scope, seeds)
             for host in extra_hosts:
                 scope.add_host(host)
@@ -118,7 +151,7 @@ class Crawler:
                     politeness.address_of = fetcher.address_of
                     handler = PageHandler(config, scope, fetcher, politeness, db, crawl_id, self.stats)
                     try:
-                        outcome = await self._crawl(frontier, politeness, fetcher, handler, warc, mirror)
+                        outcome = await self._crawl(frontier, politeness, fetcher, handler, warc, mirror, crawl_id)
                     finally:
                         handler.parser.close()
             finally:
@@ -127,7 +160,11 @@ class Crawler:
                     await frontier.close()
                 with _logged(StoreError):
                     await self._on_archive_thread(warc.close)
-            return await self._report(db, crawl_id, outcome)
+            report = await self._report(db, crawl_id, outcome)
+            with _logged(StoreError):  # the last snapshot holds the outcome, for dashboards that outlive the run
+                final = snapshot(outcome, self.stats, await frontier.counts())
+                await db.run(publish, crawl_id, final, checkpoint=False)
+            return report
         finally:
             await db.close()
             self._archive_thread.shutdown(wait=True)
@@ -147,6 +184,7 @@ class Crawler:
         handler: PageHandler,
         warc: WarcWriter,
         mirror: Mirror | None,
+        crawl_id: int,
     ) -> str:
         """Run the main loop until the crawl ends or is stopped; returns why it ended."""
         config = self.config
@@ -192,9 +230,10 @@ class Crawler:
             async with asyncio.TaskGroup() as tg:
                 archiver = tg.create_task(self._archive_loop(results, archived, warc, mirror))
                 committer = tg.create_task(self._commit_loop(frontier, archived, handler.db))
+                live = tg.create_task(self._live_loop(frontier, handler.db, crawl_id))
                 while True:
                     if self._stopping:
-                        outcome = "interrupted"
+                        outcome = self._stop_outcome
                         break
                     if deadline is not None and time.monotonic() >= deadline:
                         outcome = "max-time"
@@ -205,10 +244,12 @@ class Crawler:
                         if budget <= 0 and frontier.running == 0:
                             outcome = "max-pages"
                             break
+                    if self._paused:
+                        budget = 0
                     # robots.txt fetches are bounded like page fetches: a crawl that discovers 100,000
                     # hosts must not start 100,000 of them at once.
                     wanted = politeness.robots_wanted
-                    while wanted and len(robots_pending) < config.concurrency:
+                    while wanted and not self._paused and len(robots_pending) < config.concurrency:
                         host = next(iter(wanted))
                         del wanted[host]
                         if host not in robots_pending:
@@ -236,6 +277,7 @@ class Crawler:
                 await results.put(None)
                 await archiver
                 await committer
+                live.cancel()
         except ExceptionGroup as group:  # the archive or database failed (a full disk): say so plainly
             failures = group.subgroup(StoreError)
             if failures is None:
@@ -305,6 +347,42 @@ class Crawler:
                 unindexed, indexed_at = 0, time.monotonic()
         while await db.run(index_text):
             pass
+
+    async def _live_loop(self, frontier: Frontier, db: Database, crawl_id: int) -> None:
+        """Every second: publish a snapshot in the store and obey the command a dashboard left there.
+
+        Now and then it also checkpoints the WAL. A failure here is logged, never fatal: the live view
+        must not break the crawl (a full disk is reported by the committer).
+        """
+        counts = FrontierCounts()
+        counted_at, count_cost = float("-inf"), 0.0
+        checkpointed, last_command, failing = time.monotonic(), None, False
+        while True:
+            try:
+                now = time.monotonic()
+                if now - counted_at >= count_cost / COUNTS_SHARE:
+                    counts = await frontier.counts()
+                    counted_at = time.monotonic()
+                    count_cost = counted_at - now
+                due = now - checkpointed >= CHECKPOINT_EVERY or wal_size(db.path) > WAL_LIMIT
+                command = await db.run(publish, crawl_id, snapshot(self.state, self.stats, counts), checkpoint=due)
+                checkpointed = now if due else checkpointed
+                failing = False
+            except StoreError as exc:
+                if not failing:
+                    log.warning("could not publish the crawl's live state: %s", exc)
+                failing = True
+            else:
+                if command != last_command:  # obeyed once, so a direct `pause()` is not undone by an old "run"
+                    last_command = command
+                    if command == "pause":
+                        self.pause()
+                    elif command == "run":
+                        self.resume()
+                    elif command == "stop":
+                        self.stop("stopped")
+                    continue  # publish the new state at once: the dashboard that asked is waiting for it
+            await asyncio.sleep(LIVE_EVERY)
 
     async def _on_archive_thread(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._archive_thread, fn, *args)

@@ -1,13 +1,15 @@
-"""`make demo`: serve a generated site on 127.0.0.1 and crawl it with live progress.
+"""`make demo`: serve a generated site on 127.0.0.1, crawl it with live progress, then open its dashboard.
 
-The site runs in a thread of this process; the crawl runs as the real `webtrawl crawl` command, so what
-the demo shows is exactly what a user gets. The crawl directory is `demo-out/` (run again to resume:
-it will have nothing left to do, which is the point of resuming).
+The site runs in a thread of this process; the crawl runs as the real `webtrawl crawl --serve` command
+(its dashboard is up while it crawls), then `webtrawl serve` keeps the dashboard open on the result until
+Ctrl-C, so what the demo shows is exactly what a user gets. The crawl directory is `demo-out/` (run again
+to resume: it will have nothing left to do, which is the point of resuming).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import threading
@@ -15,6 +17,7 @@ import threading
 from .server import SiteServer
 
 OUT = "demo-out"
+PORT = "8770"
 
 
 def _serve(ready: threading.Event, holder: list[SiteServer], stop: threading.Event) -> None:
@@ -49,6 +52,9 @@ def main() -> int:
         "4",
         "--delay",
         "0.01",
+        "--serve",
+        "--port",
+        PORT,
     ]
     print("$ webtrawl " + " ".join(command[3:]), flush=True)
     try:
@@ -59,6 +65,11 @@ def main() -> int:
         f"\nthe crawl is in {OUT}/: try  .venv/bin/webtrawl status {OUT}  or  "
         f".venv/bin/webtrawl export {OUT} --format csv"
     )
+    if code == 0:
+        serve = [sys.executable, "-m", "webtrawl", "serve", OUT, "--port", PORT]
+        print("$ webtrawl " + " ".join(serve[3:]), flush=True)
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the dashboard is meant to end
+            subprocess.call(serve)
     stop.set()
     thread.join(5)
     return code

@@ -1,0 +1,594 @@
+"""What the dashboard's browsing views read: a crawl's totals, its captures page by page, search, one capture.
+
+The pages list pages with a keyset (the sort key of the last row shown, as an opaque cursor), never from
+an OFFSET, so the thousandth page costs what the first does: a range scan of its sort's index (migration
+4 in `schema.py`) from the cursor. A filter is checked row by row along that index, so a filter that
+matches few captures would read far to fill a page: such a page reads in windows and stops after a time
+budget, returning what it found and a cursor that goes on from the last capture read.
+
+Search ranks every match (bm25, in FTS5: the one cost that grows with the number of matches), reads the
+captures in rank order only until a page is full, and builds the title and text snippets of that page's
+captures only, because a snippet costs a read of the page's text. Snippets come back as segments, each
+marked matched or not, so whoever shows them escapes every character and adds only its own highlighting.
+The marks FTS5 puts around matches carry a random nonce, so a page's text cannot forge them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..models import State
+from ..urls import fingerprint
+from .index import drop_counts, failure_counts, unindexed
+from .live import ACTIVE, STALE_AFTER, read_snapshot, stored_counts
+
+Sort = Literal["fetched", "url", "size", "status"]
+SORT_KEYS: dict[str, tuple[str, ...]] = {
+    "fetched": ("c.fetched_at", "c.id"),
+    "url": ("c.url", "c.id"),
+    "size": ("c.size", "c.id"),
+    "status": ("IFNULL(c.status, 0)", "c.fetched_at", "c.id"),
+}
+"""Each sort's key, most significant first; the capture id last makes every key unique."""
+_KEY_TYPES: dict[str, tuple[type | tuple[type, ...], ...]] = {
+    "fetched": ((int, float), int),
+    "url": (str, int),
+    "size": (int, int),
+    "status": (int, (int, float), int),
+    "search": ((int, float), int),
+}
+MAX_LINKS = 500
+"""In-links and out-links listed on a capture's detail (the totals are counted in full)."""
+_BM25 = "bm25(captures_fts, 10.0, 4.0, 1.0)"
+"""A match in the title counts ten times one in the text, one in the URL four times."""
+_STATUS = re.compile(r"(?:(\d{3})|([1-5])xx|(none))")
+_TOKEN = re.compile(r'\s*(?:("[^"]*")(\*?)|(\(|\))|([^\s"()]+)|("))')
+"""One piece of a typed query: a quoted phrase (and a star), a parenthesis, a word (never holding a quote),
+or a quote left open."""
+
+
+class QueryError(ValueError):
+    """A filter, cursor or search query that cannot be read; the message says why, for the person who typed it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Filters:
+    status: str = ""
+    """An exact status ("404"), a class ("4xx"), "none" (no response: a network error), or "" for any."""
+    content_type: str = ""
+    """A media type without parameters ("text/html"), exactly."""
+    host: str = ""
+    """`host`, `host:port` (either scheme) or an origin, `https://host:port`."""
+    depth: int | None = None
+
+    def where(self) -> tuple[str, list[Any]]:
+        """SQL conditions on `c` (captures) and `u` (urls) and their parameters."""
+        sql, params = [], []
+        if self.status:
+            match = _STATUS.fullmatch(self.status.strip().lower())
+            if match is None:
+                raise QueryError(f"status {self.status!r} is not a status (404), a class (4xx) or 'none'")
+            exact, klass, _none = match.groups()
+            if klass:
+                sql.append("IFNULL(c.status, 0) BETWEEN ? AND ?")
+                params += [int(klass) * 100, int(klass) * 100 + 99]
+            else:
+                sql.append("IFNULL(c.status, 0) = ?")
+                params.append(int(exact) if exact else 0)
+        if self.content_type:
+            sql.append("c.content_type = ?")
+            params.append(self.content_type.strip().lower())
+        if self.host:
+            host = self.host.strip().lower().rstrip("/")
+            sql.append("u.host_id IN (SELECT id FROM hosts WHERE crawl_id = c.crawl_id AND host IN (?, ?))")
+            params += [host, host] if "://" in host else [f"http://{host}", f"https://{host}"]
+        if self.depth is not None:
+            sql.append("u.depth = ?")
+            params.append(self.depth)
+        return "".join(f" AND {s}" for s in sql), params
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageRow:
+    id: int
+    url: str
+    title: str
+    status: int | None
+    content_type: str
+    size: int
+    depth: int | None
+    fetched_at: float
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PageList:
+    rows: list[PageRow]
+    next: str | None
+    """The cursor of the next page (pass it as `after`), or None on the last page."""
+    partial: bool = False
+    """The page ran out of time with fewer rows than asked for (a filter that matches few captures):
+    `next` reads on from where it stopped."""
+
+
+_ROW = "c.id, c.url, c.title, c.status, c.content_type, c.size, u.depth, c.fetched_at, c.error"
+"""The columns of a `PageRow`, from `_FROM`."""
+_FROM = "FROM captures c LEFT JOIN urls u ON u.crawl_id = c.crawl_id AND u.fp = c.fp"
+_BY_ID = _FROM.replace("captures c", "captures c NOT INDEXED")
+"""For rows picked by id: the planner would rather scan an index of the crawl's captures (or of a status)
+than look up a list of rowids; NOT INDEXED leaves it the rowid alone."""
+SCAN_WINDOW = 5000
+"""Captures a filtered page reads in one step along its sort order."""
+SCAN_BUDGET = 0.25
+"""Seconds a filtered page may go on reading before it returns what it found."""
+
+
+def list_pages(
+    conn: sqlite3.Connection,
+    crawl_id: int,
+    filters: Filters,
+    *,
+    sort: Sort = "fetched",
+    descending: bool = False,
+    after: str | None = None,
+    limit: int = 50,
+    window: int = SCAN_WINDOW,
+    budget: float = SCAN_BUDGET,
+) -> PageList:
+    """One page of the crawl's captures (every capture: a URL fetched twice is listed twice).
+
+    The sort's index gives the keys of the next captures in order (reading the index alone), then their
+    rows are read by id. Unfiltered, that is `limit` keys. Filtered, it is a growing number of keys at a
+    time (up to `window`), each row checked, until the page is full or `budget` seconds have passed: a
+    filter that matches one capture in a million then returns a short page (`partial`) in bounded time
+    instead of reading the whole table, and its cursor goes on from the last capture read.
+    """
+    filtered, params = filters.where()
+    start = _decode_cursor(after, sort) if after is not None else None
+    deadline = time.monotonic() + budget
+    found: list[tuple[tuple[Any, ...], PageRow]] = []
+    step = min(window, 4 * (limit + 1)) if filtered else limit + 1
+    while True:
+        keys = _keys_after(conn, crawl_id, sort, descending, start, step)
+        rows = {
+            row[0]: row
+            for row in conn.execute(
+                f"SELECT {_ROW} {_BY_ID} WHERE c.crawl_id = ?{filtered} AND c.id IN ({', '.join('?' * len(keys))})",
+                (crawl_id, *params, *(key[-1] for key in keys)),
+            )
+        }
+        found += [
+            (key, PageRow(**dict(zip(PageRow.__slots__, rows[key[-1]], strict=True))))
+            for key in keys
+            if key[-1] in rows
+        ]
+        page = [row for _key, row in found[:limit]]
+        if len(found) > limit:
+            return PageList(page, _encode_cursor(found[limit - 1][0]))
+        if len(keys) < step:
+            return PageList(page, None)
+        start, step = list(keys[-1]), min(window, step * 4)
+        if time.monotonic() >= deadline:
+            return PageList(page, _encode_cursor(keys[-1]), partial=True)
+
+
+def _keys_after(
+    conn: sqlite3.Connection, crawl_id: int, sort: str, descending: bool, start: list[Any] | None, count: int
+) -> list[tuple[Any, ...]]:
+    """The sort keys (capture id last) of the next `count` captures after `start`, from the sort's index.
+
+    After a key (a, b, …), the captures come in two runs: those with the same first part and a later rest,
+    then those with a later first part. Each run is one seek in the index; a single row-value bound would
+    seek on the first part only and then read all of its run (the status sort's runs are huge).
+    """
+    keys = SORT_KEYS[sort]
+    columns = ", ".join(keys)
+    way, past = ("DESC", "<") if descending else ("ASC", ">")
+    select = f"SELECT {columns} FROM captures c WHERE c.crawl_id = ?"
+
+    def order(parts: tuple[str, ...]) -> str:
+        return "ORDER BY " + ", ".join(f"{key} {way}" for key in parts) + " LIMIT ?"
+
+    if start is None:
+        return conn.execute(f"{select} {order(keys)}", (crawl_id, count)).fetchall()
+    rest = keys[1:]  # ordered by these alone: the planner does not see that an expression set equal is constant
+    found = conn.execute(
+        f"{select} AND {keys[0]} = ? AND ({', '.join(rest)}) {past} ({', '.join('?' * len(rest))}) {order(rest)}",
+        (crawl_id, *start, count),
+    ).fetchall()
+    if len(found) < count:
+        found += conn.execute(
+            f"{select} AND {keys[0]} {past} ? {order(keys)}", (crawl_id, start[0], count - len(found))
+        )
+    return found
+
+
+def _encode_cursor(key: tuple[Any, ...]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(token: str, sort: str) -> list[Any]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError):
+        key = None
+    types = _KEY_TYPES[sort]
+    if not (
+        isinstance(key, list)
+        and len(key) == len(types)
+        and all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, types, strict=True))
+    ):
+        raise QueryError("this page's link is damaged or belongs to another sort order: start from the first page")
+    return key
+
+
+def hosts(conn: sqlite3.Connection, crawl_id: int, limit: int = 500) -> list[str]:
+    """The crawl's origins, sorted (the first `limit`): what the host filter offers."""
+    return [
+        h for (h,) in conn.execute("SELECT host FROM hosts WHERE crawl_id = ? ORDER BY host LIMIT ?", (crawl_id, limit))
+    ]
+
+
+# -- search ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    text: str
+    match: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    page: PageRow
+    score: float
+    """bm25: lower is better."""
+    title: list[Segment]
+    snippet: list[Segment]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    hits: list[Hit]
+    next: str | None
+    unindexed: int
+    """Captures too recent to be in the search index yet."""
+    partial: bool = False
+    """The page ran out of time with fewer hits than asked for: `next` reads on."""
+
+
+def fts_query(text: str) -> str:
+    """The FTS5 query for what a person typed: every word and phrase quoted, so only these keep a meaning:
+    "a phrase", a trailing * (prefix), AND / OR / NOT and parentheses. Raises QueryError for an unclosed quote
+    or a lone *; a misplaced operator is left for FTS5 to refuse (see `search`)."""
+    parts: list[str] = []
+    pos = 0
+    while match := _TOKEN.match(text, pos):
+        pos = match.end()
+        phrase, star, paren, word, stray = match.groups()
+        if stray:
+            raise QueryError('a quotation mark is not closed: put a phrase between two " marks')
+        if phrase:
+            parts.append(phrase + star)
+        elif paren or word in ("AND", "OR", "NOT"):
+            parts.append(paren or word)
+        else:
+            bare = word.rstrip("*")
+            if not bare:
+                raise QueryError("* alone matches nothing: put it after the start of a word, as in crawl*")
+            parts.append(f'"{bare}"' + ("*" if bare != word else ""))  # a word holds no quote: see _TOKEN
+    return " ".join(parts)
+
+
+def search(
+    conn: sqlite3.Connection,
+    crawl_id: int,
+    text: str,
+    filters: Filters,
+    *,
+    after: str | None = None,
+    limit: int = 20,
+    budget: float = SCAN_BUDGET,
+) -> SearchResult:
+    """One page of the captures matching `text`, best first, with highlighted titles and snippets.
+
+    FTS5 ranks every match (its cost grows with their number); then captures are read in rank order, a
+    growing batch at a time, only until the page is full: the crawl and the filters are checked on those.
+    Like a filtered pages list, it stops after `budget` seconds of reading with what it found (`partial`).
+    """
+    query = fts_query(text)
+    filtered, params = filters.where()
+    start = _decode_cursor(after, "search") if after is not None else []
+    ranking = f"SELECT rowid, {_BM25} AS score FROM captures_fts WHERE captures_fts MATCH ?"
+    if start:
+        # LIMIT -1 keeps the subquery from being merged into this one, which would compute bm25 twice a match
+        ranking = f"SELECT rowid, score FROM ({ranking} LIMIT -1) WHERE (score, rowid) > (?, ?)"
+    found: list[tuple[float, tuple[Any, ...]]] = []
+    try:
+        ranked = conn.execute(f"{ranking} ORDER BY score, rowid", (query, *start))
+        batch, deadline, exhausted = limit + 1, None, False
+        while len(found) <= limit and not exhausted and (deadline is None or time.monotonic() < deadline):
+            scored = ranked.fetchmany(batch)  # the first fetch waits for the ranking: the budget starts after it
+            deadline = deadline or time.monotonic() + budget
+            exhausted = len(scored) < batch
+            rows = {
+                row[0]: row
+                for row in conn.execute(
+                    f"SELECT {_ROW} {_BY_ID} WHERE c.crawl_id = ?{filtered} "
+                    f"AND c.id IN ({', '.join('?' * len(scored))})",
+                    (crawl_id, *params, *(rowid for rowid, _ in scored)),
+                )
+            }
+            found += [(score, rows[rowid]) for rowid, score in scored if rowid in rows]
+            last_read = (scored[-1][1], scored[-1][0]) if scored else None
+            batch = min(batch * 4, 4000)
+        ranked.close()
+        marks = _marks()
+        snippets = _snippets(conn, query, [row[0] for _, row in found[:limit]], marks)
+    except sqlite3.OperationalError as exc:
+        if "fts5" not in str(exc) and "syntax error" not in str(exc):
+            raise
+        raise QueryError(
+            "this search cannot be read: AND, OR and NOT need words on both sides, and parentheses must "
+            'pair up (put words in quotes, like "and", to search for them)'
+        ) from None
+    hits = [
+        Hit(
+            page=PageRow(**dict(zip(PageRow.__slots__, row, strict=True))),
+            score=score,
+            title=segments(snippets[row[0]][0], marks),
+            snippet=segments(snippets[row[0]][1], marks),
+        )
+        for score, row in found[:limit]
+    ]
+    if len(found) > limit:
+        return SearchResult(hits, _encode_cursor((found[limit - 1][0], found[limit - 1][1][0])), unindexed(conn))
+    if exhausted:
+        return SearchResult(hits, None, unindexed(conn))
+    return SearchResult(hits, _encode_cursor(last_read), unindexed(conn), partial=True)  # out of time
+
+
+def _marks() -> tuple[str, str]:
+    """Marks to put around matched words, new for each search: a page cannot contain marks it cannot guess,
+    so no page can make its own text look matched."""
+    nonce = secrets.token_hex(8)
+    return f"\ue000{nonce}[", f"]{nonce}\ue001"
+
+
+def _snippets(
+    conn: sqlite3.Connection, query: str, ids: list[int], marks: tuple[str, str]
+) -> dict[int, tuple[str, str]]:
+    if not ids:
+        return {}
+    return {
+        rowid: (title, snippet)
+        for rowid, title, snippet in conn.execute(
+            "SELECT rowid, highlight(captures_fts, 0, ?1, ?2), snippet(captures_fts, 2, ?1, ?2, '…', 24) "
+            f"FROM captures_fts WHERE captures_fts MATCH ?3 AND rowid IN ({', '.join('?' * len(ids))})",
+            (*marks, query, *ids),
+        )
+    }
+
+
+def segments(marked: str, marks: tuple[str, str]) -> list[Segment]:
+    """Split a highlighted string at its marks. A mark out of turn is dropped, so the segments alternate
+    whatever the string holds."""
+    out: list[Segment] = []
+    inside = False
+    for part in re.split(f"({re.escape(marks[0])}|{re.escape(marks[1])})", marked):
+        if part in marks:
+            inside = part == marks[0]
+        elif part and out and out[-1].match == inside:
+            out[-1] = Segment(out[-1].text + part, inside)
+        elif part:
+            out.append(Segment(part, inside))
+    return out
+
+
+# -- overview ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Overview:
+    state: str
+    """What the crawl's process last said: running, paused, stopping, or how its last run ended; "not running"
+    when an active crawl stopped publishing (killed), "unknown" when it never published."""
+    done: int
+    waiting: int
+    running: int
+    failed: int
+    waiting_by_depth: dict[int, int]
+    captures: int
+    bytes: int
+    statuses: dict[int, int]
+    """Captures by HTTP status; 0 counts fetches that got no response."""
+    failures: dict[str, int]
+    drops: dict[str, int]
+    started_at: float
+    last_fetch_at: float | None
+    elapsed: float
+    """Seconds from the crawl's creation to now while it runs, else to its last fetch."""
+    pages_per_second: float
+    """The current rate while the crawl runs, else captures over `elapsed`."""
+    unindexed: int
+
+
+def overview(conn: sqlite3.Connection, crawl_id: int) -> Overview:
+    """The crawl's totals. While its process runs, the URL counts and rate come from the snapshot it publishes
+    every second (URLs it has handed out are still `waiting` in the store until their batch commits)."""
+    (started_at,) = conn.execute("SELECT created_at FROM crawls WHERE id = ?", (crawl_id,)).fetchone()
+    # two queries, so each reads one index: (size) holds both count and total, (fetched_at) the last
+    captures, size = conn.execute(
+        "SELECT COUNT(*), TOTAL(size) FROM captures WHERE crawl_id = ?", (crawl_id,)
+    ).fetchone()
+    (last,) = conn.execute("SELECT MAX(fetched_at) FROM captures WHERE crawl_id = ?", (crawl_id,)).fetchone()
+    statuses = dict(
+        conn.execute(
+            "SELECT IFNULL(status, 0), COUNT(*) FROM captures WHERE crawl_id = ? GROUP BY IFNULL(status, 0)",
+            (crawl_id,),
+        ).fetchall()
+    )
+    published = read_snapshot(conn, crawl_id)
+    snap = published[1] if published else {}
+    live = bool(published and snap["state"] in ACTIVE and time.time() - published[0] < STALE_AFTER)
+    counts = snap["counts"] if live else stored_counts(conn, crawl_id)
+    if live:
+        elapsed, rate = time.time() - started_at, float(snap["pages_per_second"])
+    else:
+        elapsed = (last or started_at) - started_at
+        rate = captures / elapsed if elapsed > 0 else 0.0
+    state = snap["state"] if live or (snap and snap["state"] not in ACTIVE) else "not running" if snap else "unknown"
+    return Overview(
+        state=state,
+        done=int(counts["done"]),
+        waiting=int(counts["waiting"]),
+        running=int(counts["running"]),
+        failed=int(counts["failed"]),
+        waiting_by_depth={int(depth): n for depth, n in counts["waiting_by_depth"].items()},
+        captures=captures,
+        bytes=int(size),
+        statuses=statuses,
+        failures={reason or "(no reason)": n for reason, n in failure_counts(conn, crawl_id).items()},
+        drops=drop_counts(conn, crawl_id),
+        started_at=started_at,
+        last_fetch_at=last,
+        elapsed=elapsed,
+        pages_per_second=rate,
+        unindexed=unindexed(conn),
+    )
+
+
+# -- one capture -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkRow:
+    url: str
+    capture_id: int | None
+    """The URL's latest capture, if it was fetched."""
+    state: str
+    """waiting, running, done, failed, or "dropped: <reason>"."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureRef:
+    id: int
+    fetched_at: float
+    status: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Detail:
+    page: PageRow
+    kind: str | None
+    """How the URL was found: seed, link, requisite, redirect or sitemap."""
+    state: str | None
+    reason: str | None
+    """Why the URL failed (or waits for a retry)."""
+    referrer: LinkRow | None
+    redirects: list[str]
+    """URLs that redirected to this one, first first."""
+    location: LinkRow | None
+    """Where a 3xx response pointed."""
+    request_headers: list[tuple[str, str]]
+    response_headers: list[tuple[str, str]]
+    ip: str | None
+    ttfb: float | None
+    elapsed: float | None
+    truncated: str | None
+    etag: str | None
+    last_modified: str | None
+    payload_digest: str | None
+    warc_file: str | None
+    warc_offset: int | None
+    warc_length: int | None
+    node: str | None
+    """The node of a distributed crawl that fetched it: its WARC file is on that node's disk."""
+    captures: list[CaptureRef]
+    """Every capture of the URL, oldest first."""
+    out_links: list[LinkRow]
+    out_total: int
+    in_links: list[LinkRow]
+    in_total: int
+
+
+_PLAIN = (
+    "ip", "ttfb", "elapsed", "truncated", "etag", "last_modified", "payload_digest", "warc_file", "warc_offset",
+    "warc_length", "node",
+)  # fmt: skip
+"""Detail columns passed on as stored."""
+_OUT_LINKS = "SELECT dst_fp FROM links WHERE crawl_id = ? AND src_fp = ?"
+_IN_LINKS = "SELECT src_fp FROM links WHERE crawl_id = ? AND dst_fp = ?"
+
+
+def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail | None:
+    cursor = conn.execute(
+        f"SELECT {_ROW}, {', '.join(f'c.{name}' for name in _PLAIN)}, c.fp, c.redirects, c.location, "
+        f"c.request_headers, c.response_headers, u.kind, u.state, u.reason, u.referrer_fp {_FROM} "
+        "WHERE c.crawl_id = ? AND c.id = ?",
+        (crawl_id, capture_id),
+    )
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    n = len(PageRow.__slots__)
+    more = dict(zip((column[0] for column in cursor.description[n:]), row[n:], strict=True))
+    fp, state, location = more["fp"], more["state"], more["location"]
+    out_links, out_total = _link_rows(conn, crawl_id, _OUT_LINKS, fp)
+    in_links, in_total = _link_rows(conn, crawl_id, _IN_LINKS, fp)
+    return Detail(
+        page=PageRow(**dict(zip(PageRow.__slots__, row[:n], strict=True))),
+        **{name: more[name] for name in _PLAIN},
+        kind=more["kind"],
+        state=None if state is None else State(state).name.lower(),
+        reason=more["reason"],
+        referrer=_link_row(conn, crawl_id, more["referrer_fp"]),
+        redirects=json.loads(more["redirects"] or "[]"),
+        location=_link_row(conn, crawl_id, fingerprint(location) if location else None),
+        request_headers=[tuple(pair) for pair in json.loads(more["request_headers"] or "[]")],
+        response_headers=[tuple(pair) for pair in json.loads(more["response_headers"] or "[]")],
+        captures=[
+            CaptureRef(*ref)
+            for ref in conn.execute(
+                "SELECT id, fetched_at, status FROM captures WHERE crawl_id = ? AND fp = ? ORDER BY fetched_at, id",
+                (crawl_id, fp),
+            )
+        ],
+        out_links=out_links,
+        out_total=out_total,
+        in_links=in_links,
+        in_total=in_total,
+    )
+
+
+def _link_rows(conn: sqlite3.Connection, crawl_id: int, query: str, fp: int) -> tuple[list[LinkRow], int]:
+    """The first MAX_LINKS URLs `query` finds (by fingerprint), as the crawl knows them, sorted; and how many
+    it finds in all."""
+    fps = [other for (other,) in conn.execute(f"{query} LIMIT ?", (crawl_id, fp, MAX_LINKS))]
+    (total,) = conn.execute(f"SELECT COUNT(*) FROM ({query})", (crawl_id, fp)).fetchone()
+    rows = [_link_row(conn, crawl_id, other) for other in fps]
+    return sorted((row for row in rows if row is not None), key=lambda row: row.url), int(total)
+
+
+def _link_row(conn: sqlite3.Connection, crawl_id: int, fp: int | None) -> LinkRow | None:
+    if fp is None:
+        return None
+    url, state, dropped, capture_id = conn.execute(
+        "SELECT COALESCE(u.url, d.url), u.state, d.reason, "
+        "(SELECT MAX(id) FROM captures c WHERE c.crawl_id = ?1 AND c.fp = ?2) "
+        "FROM (SELECT 1) LEFT JOIN urls u ON u.crawl_id = ?1 AND u.fp = ?2 "
+        "LEFT JOIN dropped d ON d.crawl_id = ?1 AND d.fp = ?2",
+        (crawl_id, fp),
+    ).fetchone()
+    if url is None:
+        return None
+    label = State(state).name.lower() if state is not None else f"dropped: {dropped}"
+    return LinkRow(url=url, capture_id=capture_id, state=label)

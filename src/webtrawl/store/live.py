@@ -1,0 +1,150 @@
+"""A running crawl's live state in its store: the snapshot it publishes and the command it obeys.
+
+The crawl process writes `crawl_live` (one row per crawl: a JSON snapshot of its counters, every second)
+and reads `crawl_control` (one row per crawl: the last command a dashboard asked for). So a dashboard in
+another process watches and steers an embedded crawl through the database alone, with short transactions
+like every other read, and needs no channel of its own to the crawl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from ..frontier.base import FrontierCounts
+from ..models import State
+from ..stats import Stats
+from .crawls import crawl_id_of
+from .db import DB_NAME, connect, transaction
+
+COMMANDS = ("run", "pause", "stop")
+"""What a crawl can be told: run (resume after a pause), pause (claim nothing), stop (end the run)."""
+ACTIVE = ("running", "paused", "stopping")
+"""States a crawl publishes while its process runs; after it ends, the snapshot holds its outcome."""
+CHECKPOINT_WAIT = 0.25
+"""Seconds a checkpoint waits for readers to finish before it gives up until the next one."""
+STALE_AFTER = 10.0
+"""Seconds without a new snapshot after which an active crawl is taken for gone (killed, or its host down);
+long enough for a snapshot that waited behind a big commit."""
+
+
+def snapshot(state: str, stats: Stats, counts: FrontierCounts) -> dict[str, Any]:
+    """What a dashboard shows of a run: its state, counters and rates, and the frontier's counts."""
+    pages_per_second, bytes_per_second = stats.rates()
+    return {
+        "state": state,
+        "pid": os.getpid(),
+        "elapsed": round(stats.elapsed, 2),
+        "pages": stats.pages,
+        "bytes": stats.bytes,
+        "errors": stats.errors,
+        "fetching": stats.fetching,
+        "statuses": {str(status): n for status, n in sorted(stats.statuses.items())},
+        "pages_per_second": round(pages_per_second, 2),
+        "bytes_per_second": round(bytes_per_second),
+        "counts": {
+            "waiting": counts.waiting,
+            "running": counts.running,
+            "done": counts.done,
+            "failed": counts.failed,
+            "waiting_by_depth": {str(depth): n for depth, n in sorted(counts.waiting_by_depth.items())},
+        },
+    }
+
+
+def publish(conn: sqlite3.Connection, crawl_id: int, state: dict[str, Any], *, checkpoint: bool) -> str | None:
+    """Write the crawl's snapshot and return the command waiting for it, in one short transaction.
+
+    With `checkpoint`, also copy the WAL back into the database and truncate it. SQLite's own checkpoints
+    never wait for readers, so readers that keep coming (an open dashboard) can keep the WAL from ever
+    starting over, and it grows for as long as the crawl runs; this one waits for them, but only
+    `CHECKPOINT_WAIT` (readers' transactions are short), and otherwise tries again next time.
+    Runs on the crawl's database thread.
+    """
+    with transaction(conn):
+        conn.execute(
+            "INSERT INTO crawl_live(crawl_id, updated_at, snapshot) VALUES (?, ?, ?) "
+            "ON CONFLICT(crawl_id) DO UPDATE SET updated_at = excluded.updated_at, snapshot = excluded.snapshot",
+            (crawl_id, time.time(), json.dumps(state)),
+        )
+        row = conn.execute("SELECT command FROM crawl_control WHERE crawl_id = ?", (crawl_id,)).fetchone()
+    if checkpoint:
+        (patience,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        conn.execute(f"PRAGMA busy_timeout = {int(CHECKPOINT_WAIT * 1000)}")
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()  # busy readers: a row saying so, no error
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(patience)}")
+    return None if row is None else str(row[0])
+
+
+def wal_size(database: Path) -> int:
+    """Bytes in the database's write-ahead log (0 when it has none)."""
+    try:
+        return (database.parent / f"{database.name}-wal").stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def clear_control(conn: sqlite3.Connection, crawl_id: int) -> None:
+    """Forget the last command: a new run starts running, whatever an earlier one was told."""
+    with transaction(conn):
+        conn.execute("DELETE FROM crawl_control WHERE crawl_id = ?", (crawl_id,))
+
+
+def send_command(directory: Path, name: str, command: str) -> None:
+    """Tell crawl `name` in `directory` to run, pause or stop; it obeys at its next snapshot (within a second).
+
+    Opens its own short-lived writable connection: the dashboard's other connections are read-only.
+    """
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command {command!r}")
+    conn = connect(directory / DB_NAME)
+    try:
+        crawl_id = crawl_id_of(conn, name)
+        with transaction(conn):
+            conn.execute(
+                "INSERT INTO crawl_control(crawl_id, command, requested_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(crawl_id) DO UPDATE SET command = excluded.command, requested_at = excluded.requested_at",
+                (crawl_id, command, time.time()),
+            )
+    finally:
+        conn.close()
+
+
+def read_snapshot(conn: sqlite3.Connection, crawl_id: int) -> tuple[float, dict[str, Any]] | None:
+    """(when it was written, the snapshot) of the crawl's last published state; None if it never published.
+
+    A database no crawl has opened since this table was added lacks it: read-only readers cannot migrate.
+    """
+    try:
+        row = conn.execute("SELECT updated_at, snapshot FROM crawl_live WHERE crawl_id = ?", (crawl_id,)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    return None if row is None else (float(row[0]), json.loads(row[1]))
+
+
+def stored_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, Any]:
+    """The frontier's counts as the store holds them, for a crawl whose process is not running.
+
+    (While a crawl runs, its snapshot is better: URLs it has just handed out are still `waiting` here.)
+    """
+    counts: dict[str, Any] = {state.name.lower(): 0 for state in State}
+    for state, count in conn.execute(
+        "SELECT state, COUNT(*) FROM urls WHERE crawl_id = ? GROUP BY state", (crawl_id,)
+    ).fetchall():
+        counts[State(state).name.lower()] = count
+    counts["waiting_by_depth"] = {
+        str(depth): count
+        for depth, count in conn.execute(
+            "SELECT depth, COUNT(*) FROM urls WHERE crawl_id = ? AND state = 0 GROUP BY depth ORDER BY depth",
+            (crawl_id,),
+        )
+    }
+    return counts

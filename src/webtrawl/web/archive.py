@@ -1,0 +1,378 @@
+"""Archived copies: every capture served from its WARC record, framed by a banner that says what it is.
+
+- `/archive/{id}`: a dashboard page with a banner (URL, fetch time, status, links to the page's detail
+  and to the original) above the copy in a sandboxed iframe.
+- `/archive/{id}/raw`: the copy itself. HTML (and CSS) comes back with every URL in it rewritten into the
+  archive; anything else as archived, under its own Content-Type.
+- `/archive/{id}/source`: the body as received (Content-Encoding undone) as plain text, never rendered.
+- `/archive/url/{timestamp}/{url}`: the copy of `url` captured nearest to `timestamp` (UTC
+  `yyyymmddhhmmss`, or a prefix of it): what rewritten links and images point to. A top-level visit
+  (`Sec-Fetch-Dest: document`) is sent to the capture's banner page instead.
+- `/archive/not-archived?url=…`: where links to URLs the crawl has no copy of lead: never the live web.
+
+Archived bytes are the crawled site's, not ours: they always go out under `COPY_HEADERS`, whose
+`sandbox` gives the document an opaque origin with scripts disabled (so nothing in it acts as the
+dashboard) and whose fetch directives let it load only from the archive. Each copy is also framed with
+`<iframe sandbox>`, and its links are rewritten so that none leads out of the archive.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from contextlib import suppress
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from ..errors import InvalidURL, StoreError
+from ..parse.decode import sniff_charset, to_text
+from ..parse.html import refresh_url, srcset_urls
+from ..store.replay import (
+    ArchivedCapture,
+    ArchivedResponse,
+    capture_by_id,
+    is_archived,
+    nearest_capture,
+    read_response,
+    record_path,
+)
+from ..urls import normalize
+from .app import templates
+from .site import Site
+
+router = APIRouter()
+
+COPY_HEADERS = {
+    "Content-Security-Policy": "sandbox; default-src 'none'; img-src 'self' data:; "
+    "style-src 'self' 'unsafe-inline'; font-src 'self'; media-src 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+"""Sent with every response that carries archived bytes."""
+_PAGE_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+"""Sent with the archive's own pages: following the link to an original tells its site nothing."""
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
+"""Types served as HTML: the crawler parsed a body without a Content-Type as HTML too."""
+_TEXT_SUFFIXES = ("+xml", "/xml", "+json", "/json", "/javascript", "/ecmascript")
+_OVER_ESCAPED = re.compile(r"%(7C|5E|60|7B|7D|27)", re.IGNORECASE)
+"""Escapes a browser may add to a URL where `normalize` keeps the character (Chromium escapes `|` in
+paths): a URL not found as it came is looked up again with them undone, then normalized."""
+_STAMP_FILL = "00000101000000"
+"""What completes a timestamp prefix: `2026` means 2026-01-01 00:00:00."""
+
+
+@router.get("/archive/{capture_id:int}")
+def archived_page(request: Request, capture_id: int) -> Response:
+    capture = _capture(request, capture_id)
+    if isinstance(capture, Response):
+        return capture
+    site: Site = request.app.state.site
+    if record_path(site.directory / "warc", capture.warc_file or "") is None:
+        return _missing(request, capture)
+    context = {"site": site, "capture": capture, "fetched": _when(capture.fetched_at), "stamp": _stamp(capture)}
+    return templates.TemplateResponse(request, "archive_copy.html", context, headers=_PAGE_HEADERS)
+
+
+@router.get("/archive/{capture_id:int}/raw")
+def archived_copy(request: Request, capture_id: int) -> Response:
+    capture = _capture(request, capture_id)
+    return capture if isinstance(capture, Response) else _copy(request, capture)
+
+
+@router.get("/archive/{capture_id:int}/source")
+def archived_source(request: Request, capture_id: int) -> Response:
+    """The body as received, Content-Encoding undone: text as UTF-8 plain text, anything else as a download."""
+    capture = _capture(request, capture_id)
+    response = capture if isinstance(capture, Response) else _read(request, capture)
+    if isinstance(response, Response):
+        return response
+    declared = response.header("Content-Type") or ""
+    mime = declared.partition(";")[0].strip().lower()
+    if mime in _HTML_TYPES or mime.startswith("text/") or mime.endswith(_TEXT_SUFFIXES):
+        text = to_text(response.body, sniff_charset(response.body, declared))
+        return Response(text.encode(), media_type="text/plain; charset=utf-8", headers=COPY_HEADERS)
+    headers = {**COPY_HEADERS, "Content-Disposition": "attachment"}
+    return Response(response.body, media_type="application/octet-stream", headers=headers)
+
+
+@router.get("/archive/url/{timestamp}/{target:path}")
+def archived_url(request: Request, timestamp: str, target: str) -> Response:
+    """The copy of the URL after the timestamp, read from the raw path so its percent escapes are kept."""
+    when = _parse_stamp(timestamp)
+    if when is None:
+        return _message(request, 404, "Not a timestamp", f"{timestamp!r} is not a UTC time as yyyymmddhhmmss.")
+    raw_path = request.scope.get("raw_path") or request.url.path.encode()
+    # A proxy may have merged the slashes of "http://".
+    url = re.sub(r"^(https?:)/+", r"\1//", raw_path.decode("latin-1").split("/", 4)[4])
+    site: Site = request.app.state.site
+    if query := _without_token(request.url.query, site.token):
+        url = f"{url}?{query}"
+    try:
+        url = normalize(url)
+    except InvalidURL:
+        return _not_archived(request, url)
+    with site.reader() as (conn, crawl_id):
+        capture = nearest_capture(conn, crawl_id, url, when)
+        if capture is None and _OVER_ESCAPED.search(url):
+            unescaped = normalize(_OVER_ESCAPED.sub(lambda match: chr(int(match[1], 16)), url))
+            capture = nearest_capture(conn, crawl_id, unescaped, when)
+    if capture is None:
+        return _not_archived(request, url)
+    vary = {"Vary": "Sec-Fetch-Dest"}
+    if request.headers.get("sec-fetch-dest") == "document":
+        return _redirect(f"/archive/{capture.id}", {**_PAGE_HEADERS, **vary})
+    response = _copy(request, capture)
+    response.headers.update(vary)
+    return response
+
+
+@router.get("/archive/not-archived")
+def not_archived(request: Request, url: str = "") -> Response:
+    return _not_archived(request, url)
+
+
+def _capture(request: Request, capture_id: int) -> ArchivedCapture | Response:
+    """Capture `capture_id` if it has a record, else the page that says why there is no copy."""
+    site: Site = request.app.state.site
+    with site.reader() as (conn, crawl_id):
+        capture = capture_by_id(conn, crawl_id, capture_id)
+    if capture is None:
+        return _message(request, 404, "No such capture", f"This crawl has no capture {capture_id}.")
+    if capture.warc_file is None:
+        why = f"The fetch got no response ({capture.error})." if capture.error else "Nothing was archived."
+        return _message(request, 404, "No archived copy", why, capture)
+    return capture
+
+
+def _copy(request: Request, capture: ArchivedCapture) -> Response:
+    """The archived response of `capture`, its URLs rewritten into the archive, under `COPY_HEADERS`."""
+    response = _read(request, capture)
+    if isinstance(response, Response):
+        return response
+    site: Site = request.app.state.site
+    if 300 <= response.status < 400 and capture.location:
+        # Followed inside the archive: the live Location would leave it.
+        return _redirect(archive_address(_stamp(capture), capture.location, site.token), COPY_HEADERS)
+    declared = response.header("Content-Type") or ""
+    mime = declared.partition(";")[0].strip().lower()
+    if mime not in _HTML_TYPES and mime != "text/css":
+        content_type = {"Content-Type": declared or "application/octet-stream"}
+        return Response(response.body, headers={**COPY_HEADERS, **content_type})
+    text = to_text(response.body, sniff_charset(response.body, declared))
+    with site.reader() as (conn, crawl_id):
+        rewriter = Rewriter(_stamp(capture), lambda url: is_archived(conn, crawl_id, url), site.token)
+        if mime == "text/css":
+            rewritten, media_type = rewriter.css(text, capture.url), "text/css; charset=utf-8"
+        else:
+            rewritten, media_type = rewriter.html(text, capture.url), "text/html; charset=utf-8"
+    return Response(rewritten.encode(), media_type=media_type, headers=COPY_HEADERS)
+
+
+def _read(request: Request, capture: ArchivedCapture) -> ArchivedResponse | Response:
+    """The capture's archived response, or the page that says why it cannot be had here."""
+    site: Site = request.app.state.site
+    path = record_path(site.directory / "warc", capture.warc_file or "")
+    if path is None:
+        return _missing(request, capture)
+    try:
+        return read_response(path, capture.warc_offset or 0, capture.warc_length or 0, capture.url)
+    except StoreError as exc:
+        return _message(request, 500, "The archived copy cannot be read", str(exc), capture)
+
+
+def _redirect(location: str, headers: dict[str, str]) -> Response:
+    """A 302 to `location` as given: a normalized URL is already escaped, and escaping it again (as
+    RedirectResponse does with `|`, `{`, `}` and `^`) would name another URL."""
+    return Response(status_code=302, headers={**headers, "Location": location})
+
+
+def _missing(request: Request, capture: ArchivedCapture) -> Response:
+    """A record whose file is not in this crawl's `warc/`: on a node's own disk, or lost."""
+    if capture.node is None:
+        text = f"The WARC file {capture.warc_file} is missing from this crawl's warc/ directory."
+        return _message(request, 404, "The archived copy is missing", text, capture)
+    site: Site = request.app.state.site
+    context = {"site": site, "capture": capture, "fetched": _when(capture.fetched_at)}
+    return templates.TemplateResponse(
+        request, "archive_elsewhere.html", context, status_code=404, headers=_PAGE_HEADERS
+    )
+
+
+def _not_archived(request: Request, url: str) -> Response:
+    text = "This crawl has no copy of this address. Archived pages never link to the live web."
+    return _message(request, 404, "Not archived", text, url=url)
+
+
+def _message(
+    request: Request,
+    status: int,
+    title: str,
+    text: str,
+    capture: ArchivedCapture | None = None,
+    url: str | None = None,
+) -> Response:
+    site: Site = request.app.state.site
+    context = {"site": site, "title": title, "text": text, "capture": capture, "url": url}
+    if capture is not None:
+        context["fetched"] = _when(capture.fetched_at)
+    return templates.TemplateResponse(
+        request, "archive_message.html", context, status_code=status, headers=_PAGE_HEADERS
+    )
+
+
+def archive_address(stamp: str, url: str, token: str | None = None) -> str:
+    """Where the copy of normalized `url` nearest to `stamp` is served.
+
+    With a token, the address carries it: a sandboxed copy has an opaque origin, so its requests (for
+    images, styles, other pages) are cross-site and the browser withholds the dashboard's SameSite cookie.
+    The token goes last in the query, where `archived_url` takes it off again.
+    """
+    if not token:
+        return f"/archive/url/{stamp}/{url}"
+    return f"/archive/url/{stamp}/{url}{'&' if '?' in url else '?'}token={quote(token, safe='')}"
+
+
+def not_archived_address(url: str, token: str | None = None) -> str:
+    """Where a link to `url`, of which the crawl has no copy, leads instead."""
+    return f"/archive/not-archived?url={quote(url, safe='')}" + (f"&token={quote(token, safe='')}" if token else "")
+
+
+def _without_token(query: str, token: str | None) -> str:
+    """The query of an archived URL without the token `archive_address` appended."""
+    param = f"token={quote(token, safe='')}" if token else ""
+    if param and query == param:
+        return ""
+    return query.removesuffix("&" + param) if param else query
+
+
+def _stamp(capture: ArchivedCapture) -> str:
+    return datetime.fromtimestamp(capture.fetched_at, UTC).strftime("%Y%m%d%H%M%S")
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _parse_stamp(stamp: str) -> float | None:
+    if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= len(_STAMP_FILL)):
+        return None
+    try:
+        when = datetime.strptime(stamp + _STAMP_FILL[len(stamp) :], "%Y%m%d%H%M%S")
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC).timestamp()
+
+
+_KEPT = ("#", "javascript:", "data:", "mailto:", "tel:", "about:")
+"""Hrefs left as they are: in-page anchors, and schemes that reach no web server (scripts never run)."""
+_URL_ATTRS = frozenset({"href", "src", "action", "formaction", "poster", "background", "xlink:href"})
+_ELEMENTS = (
+    "[href],[src],[srcset],[imagesrcset],[action],[formaction],[poster],[background],[ping],[style],"
+    "object[data],iframe[srcdoc],style,meta[http-equiv],svg *"
+)
+"""Elements that may carry a URL; `svg *` finds `xlink:href`, which attribute selectors cannot name."""
+_CSS_URL = re.compile(
+    r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^\s'")]+))\s*\)|@import\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE
+)
+_FRAGMENT_SAFE = "/?:@!$&'()*+,;=-._~%"
+
+
+class Rewriter:
+    """Points the URLs of one archived document into the archive, at the time it was captured.
+
+    A URL the crawl has a copy of becomes `/archive/url/{stamp}/{url}`; any other (uncaptured, out of
+    scope, unparseable, an unknown scheme) becomes the not-archived page, so no link leads to the live web.
+    `archived` answers whether a normalized URL has a copy; each URL is asked once. With a `token`, every
+    address carries it (see `archive_address`).
+    """
+
+    def __init__(self, stamp: str, archived: Callable[[str], bool], token: str | None = None) -> None:
+        self._stamp = stamp
+        self._archived = archived
+        self._token = token
+        self._known: dict[str, bool] = {}
+
+    def address(self, href: str, base: str) -> str:
+        stripped = href.strip()
+        if stripped[:11].lower().startswith(_KEPT):
+            return href
+        try:
+            url = normalize(stripped, base)
+        except InvalidURL:
+            return not_archived_address(stripped, self._token)
+        known = self._known.get(url)
+        if known is None:
+            known = self._known[url] = self._archived(url)
+        if not known:
+            return not_archived_address(url, self._token)
+        fragment = stripped.partition("#")[2]
+        address = archive_address(self._stamp, url, self._token)
+        return address + ("#" + quote(fragment, safe=_FRAGMENT_SAFE) if fragment else "")
+
+    def html(self, text: str, url: str) -> str:
+        tree = LexborHTMLParser(text)
+        base = url
+        if (node := tree.css_first("base[href]")) is not None:
+            with suppress(InvalidURL):  # a base that does not parse is ignored, as browsers do
+                base = normalize((node.attributes["href"] or "").strip(), url)
+        done: set[int] = set()  # selectors overlap: an element is returned once per selector it matches
+        for node in tree.css(_ELEMENTS):
+            if node.mem_id not in done:
+                done.add(node.mem_id)
+                self._element(node, base)
+        return tree.html or ""
+
+    def _element(self, node: LexborNode, base: str) -> None:
+        attrs, tag = node.attrs, node.tag
+        for name, value in node.attributes.items():
+            if value is None:
+                continue
+            if tag == "base" and name == "href":
+                # Kept a base (not a link): anything left relative resolves inside the archive.
+                attrs[name] = f"/archive/url/{self._stamp}/{base}"
+            elif name in _URL_ATTRS or (name == "data" and tag == "object"):
+                attrs[name] = self.address(value, base)
+            elif name == "srcset" or name == "imagesrcset":
+                attrs[name] = self._srcset(value, base)
+            elif name == "style":
+                attrs[name] = self.css(value, base)
+            elif name == "srcdoc":
+                attrs[name] = self.html(value, base)
+            elif name == "ping":  # a POST to each listed URL on every click
+                del attrs[name]
+            elif name == "content" and _is_refresh(node) and (target := refresh_url(value)):
+                at = value.rfind(target)
+                attrs[name] = value[:at] + self.address(target, base) + value[at + len(target) :]
+        if tag == "style" and (child := node.first_child) is not None:
+            child.replace_with(self.css(node.text(), base))
+
+    def _srcset(self, srcset: str, base: str) -> str:
+        parts, at = [], 0
+        for candidate in srcset_urls(srcset):
+            found = srcset.find(candidate, at)
+            parts += [srcset[at:found], self.address(candidate, base)]
+            at = found + len(candidate)
+        return "".join(parts) + srcset[at:]
+
+    def css(self, text: str, base: str) -> str:
+        """CSS with its `url()`s and `@import`s rewritten, each to a quoted string."""
+
+        def swap(match: re.Match[str]) -> str:
+            index = match.lastindex or 0
+            href = match.group(index)
+            address = self.address(href, base)
+            if address == href:
+                return match.group(0)
+            quoted = '"' + address.replace("\\", "%5C").replace('"', "%22") + '"'
+            return f"url({quoted})" if index <= 3 else f"@import {quoted}"
+
+        return _CSS_URL.sub(swap, text)
+
+
+def _is_refresh(node: LexborNode) -> bool:
+    return (node.attributes.get("http-equiv") or "").strip().lower() == "refresh"

@@ -1,0 +1,182 @@
+/* The overview's live part. Fed by /api/events (one event a second), it keeps the overview's counters
+   current, draws pages/s over time, lists a distributed crawl's nodes, and offers pause / resume / stop.
+   Everything it shows is set as text, never parsed as HTML: node hosts and error messages come from
+   elsewhere. No library, nothing loaded from anywhere but the dashboard. */
+(() => {
+  "use strict";
+  const HISTORY = 300; // points (seconds) of pages/s the chart keeps
+  const FIRST_SPAN = 60; // points the chart is wide while it has fewer
+  const WIDTH = 600;
+  const HEIGHT = 120;
+  const SVG = "http://www.w3.org/2000/svg";
+  const whole = new Intl.NumberFormat("en-US");
+  const decimal = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+  const live = document.getElementById("live");
+  const controls = document.getElementById("controls");
+  const history = [];
+
+  function element(tag, attributes = {}, text = undefined) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function setText(id, text) {
+    const node = document.getElementById(id);
+    if (node) node.textContent = text;
+  }
+
+  function size(n) {
+    const units = ["B", "KB", "MB", "GB", "TB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) {
+      n /= 1024;
+      i += 1;
+    }
+    return i === 0 ? `${Math.round(n)} B` : `${decimal.format(n)} ${units[i]}`;
+  }
+
+  function duration(seconds) {
+    const s = Math.max(0, Math.round(seconds));
+    const pad = (n) => String(n).padStart(2, "0");
+    return `${Math.floor(s / 3600)}:${pad(Math.floor((s % 3600) / 60))}:${pad(s % 60)}`;
+  }
+
+  // The live section: state line, chart, queue by depth, node table.
+  const stateBadge = element("span", { id: "crawl-state", class: "live-state" }, "connecting");
+  const detail = element("span", { id: "live-detail", class: "muted" });
+  const chart = document.createElementNS(SVG, "svg");
+  chart.setAttribute("viewBox", `0 0 ${WIDTH} ${HEIGHT}`);
+  chart.setAttribute("preserveAspectRatio", "none");
+  chart.setAttribute("class", "live-chart");
+  chart.setAttribute("id", "live-chart");
+  chart.setAttribute("role", "img");
+  chart.setAttribute("aria-label", "pages per second over time");
+  const line = document.createElementNS(SVG, "polyline");
+  line.setAttribute("class", "live-line");
+  chart.append(line);
+  const scale = element("div", { class: "live-scale muted" });
+  const queue = document.getElementById("queue"); // the overview's "queue by depth" table, if it has one
+  const depths = element("p", { id: "live-depths", class: "muted" });
+  const nodes = element("table", { id: "live-nodes", class: "live-nodes" });
+  const headings = ["node", "host", "state", "partitions", "pages", "pages/s", "in flight", "heartbeat"];
+  const head = element("tr");
+  headings.forEach((name, i) => head.append(element("th", i > 2 ? { class: "num" } : {}, name)));
+  nodes.append(element("thead"), element("tbody"));
+  nodes.tHead.append(head);
+  nodes.hidden = true;
+  if (live) {
+    const line1 = element("p", { class: "live-status" });
+    line1.append(stateBadge, " ", detail);
+    live.append(line1, chart, scale);
+    if (!queue) live.append(depths);
+    live.append(nodes);
+  }
+
+  // The controls.
+  const buttons = {};
+  const message = element("span", { id: "control-message", class: "muted", role: "status" });
+  for (const [command, label] of [["pause", "Pause"], ["resume", "Resume"], ["stop", "Stop"]]) {
+    const button = element("button", { type: "button", id: `control-${command}`, "data-command": command }, label);
+    button.disabled = true;
+    button.addEventListener("click", () => send(command));
+    buttons[command] = button;
+  }
+  if (controls) controls.append(buttons.pause, buttons.resume, buttons.stop, " ", message);
+
+  async function send(command) {
+    Object.values(buttons).forEach((button) => (button.disabled = true));
+    message.textContent = `${command}…`;
+    try {
+      const response = await fetch(`/api/control/${command}`, {
+        method: "POST",
+        headers: { "X-Webtrawl-Control": "1" },
+        credentials: "same-origin",
+      });
+      const body = await response.json().catch(() => ({}));
+      message.textContent = response.ok ? `${command} sent` : body.error || `refused (${response.status})`;
+    } catch {
+      message.textContent = "the dashboard cannot be reached";
+    }
+  }
+
+  function draw() {
+    const top = Math.max(1, ...history);
+    const span = Math.min(HISTORY, Math.max(FIRST_SPAN, history.length));
+    const step = WIDTH / (span - 1);
+    const start = span - history.length;
+    line.setAttribute(
+      "points",
+      history.map((v, i) => `${((start + i) * step).toFixed(1)},${(HEIGHT - 4 - (v / top) * (HEIGHT - 12)).toFixed(1)}`).join(" "),
+    );
+    scale.textContent = `pages/s over the last ${history.length} s (top ${decimal.format(top)})`;
+  }
+
+  function showQueue(byDepth) {
+    if (!queue) {
+      depths.textContent = byDepth.length
+        ? "waiting by depth: " + byDepth.map(([depth, n]) => `${depth}: ${whole.format(n)}`).join(", ")
+        : "";
+      return;
+    }
+    // Same rows as the server renders: a header row, then depth | waiting, or one "nothing waiting" row.
+    while (queue.rows.length > 1) queue.deleteRow(1);
+    for (const [depth, n] of byDepth) {
+      const row = queue.insertRow();
+      row.append(element("td", {}, depth), element("td", { class: "num" }, whole.format(n)));
+    }
+    if (!byDepth.length) queue.insertRow().append(element("td", { colspan: "2", class: "muted" }, "nothing waiting"));
+  }
+
+  function showNodes(list) {
+    nodes.hidden = list.length === 0;
+    const body = nodes.tBodies[0];
+    body.replaceChildren();
+    for (const node of list) {
+      const row = element("tr", { "data-node": node.id, class: `node-${node.state}` });
+      const age = node.heartbeat_age == null ? "" : `${decimal.format(node.heartbeat_age)} s ago`;
+      const cells = [node.id, node.host, node.state, whole.format(node.partitions), whole.format(node.pages),
+        decimal.format(node.pages_per_second), whole.format(node.in_flight), age];
+      cells.forEach((text, i) => row.append(element("td", i > 2 ? { class: "num" } : {}, text)));
+      body.append(row);
+    }
+  }
+
+  function update(state) {
+    const counts = state.counts;
+    for (const name of ["done", "waiting", "running", "failed"]) setText(name, whole.format(counts[name]));
+    setText("pages-per-second", decimal.format(state.pages_per_second));
+    setText("bytes-per-second", size(state.bytes_per_second));
+    setText("state", state.state);
+    setText("remaining", state.eta_seconds == null ? "–" : duration(state.eta_seconds));
+    if (live) live.dataset.state = state.state;
+    stateBadge.textContent = state.state;
+    stateBadge.className = `live-state live-${state.state.replace(/[^a-z]+/g, "-")}`;
+    const parts = [`${whole.format(state.pages)} pages this run`, `${size(state.bytes)}`];
+    if (state.live) {
+      parts.push(`${size(state.bytes_per_second)}/s`, `${whole.format(state.fetching)} in flight`);
+      if (state.eta_seconds != null) parts.push(`about ${duration(state.eta_seconds)} left`);
+    }
+    parts.push(`elapsed ${duration(state.elapsed)}`);
+    if (state.error) parts.push(state.error);
+    detail.textContent = parts.join(" · ");
+    history.push(state.live ? state.pages_per_second : 0);
+    if (history.length > HISTORY) history.shift();
+    draw();
+    if (state.mode === "embedded") showQueue(Object.entries(counts.waiting_by_depth || {}));
+    showNodes(state.nodes || []);
+    buttons.pause.disabled = !(state.live && state.state === "running");
+    buttons.resume.disabled = !(state.live && state.state === "paused");
+    buttons.stop.disabled = !(state.live && (state.state === "running" || state.state === "paused"));
+  }
+
+  const source = new EventSource("/api/events");
+  source.onmessage = (event) => update(JSON.parse(event.data));
+  source.onerror = () => {
+    // EventSource reconnects by itself; meanwhile nothing can be controlled.
+    stateBadge.textContent = "disconnected";
+    stateBadge.className = "live-state live-disconnected";
+    Object.values(buttons).forEach((button) => (button.disabled = true));
+  };
+})();
