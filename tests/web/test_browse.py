@@ -312,8 +312,26 @@ def test_malformed_queries_get_a_friendly_message(client: TestClient, q: str) ->
     assert api.status_code == 200 and api.json()["error"] and api.json()["hits"] == []
 
 
+def test_words_on_too_many_pages_list_them_in_capture_order(crawled: Crawled, db: sqlite3.Connection) -> None:
+    conn = connect(crawled.out / "crawl.db", readonly=True)
+    try:
+        seen, after = [], None
+        while True:
+            result = search(conn, 1, "page", Filters(), after=after, limit=7, rank_at_most=10)
+            assert not result.ranked and all(hit.score is None for hit in result.hits)
+            seen += [hit.page.id for hit in result.hits]
+            if result.next is None:
+                break
+            after = result.next
+        assert search(conn, 1, "page", Filters(), rank_at_most=10_000).ranked
+    finally:
+        conn.close()
+    assert seen == _ids(db, "c.id IN (SELECT rowid FROM captures_fts WHERE captures_fts MATCH 'page')")
+
+
 def test_a_search_with_a_bad_filter_gets_a_message(client: TestClient) -> None:
     assert 'id="message"' in client.get("/search", params={"q": "page", "depth": "deep"}).text
+    assert 'id="message"' in client.get("/search", params={"q": "page", "after": "WyJ4Il0"}).text
     got = client.get("/api/search", params={"q": "page", "status": "teapot"})
     assert got.status_code == 200 and "teapot" in got.json()["error"] and got.json()["hits"] == []
 

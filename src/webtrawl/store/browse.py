@@ -44,6 +44,7 @@ _KEY_TYPES: dict[str, tuple[type | tuple[type, ...], ...]] = {
     "size": (int, int),
     "status": (int, (int, float), int),
     "search": ((int, float), int),
+    "search in capture order": (int,),
 }
 MAX_LINKS = 500
 """In-links and out-links listed on a capture's detail (the totals are counted in full)."""
@@ -129,6 +130,9 @@ SCAN_WINDOW = 5000
 """Captures a filtered page reads in one step along its sort order."""
 SCAN_BUDGET = 0.25
 """Seconds a filtered page may go on reading before it returns what it found."""
+RANK_AT_MOST = 100_000
+"""Matches a search ranks (bm25 over 100,000 matches takes ~0.2 s); words that match more captures list them
+in capture order: ranking a million takes seconds."""
 
 
 def list_pages(
@@ -249,8 +253,8 @@ class Segment:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hit:
     page: PageRow
-    score: float
-    """bm25: lower is better."""
+    score: float | None
+    """bm25: lower is better; None when the search is not ranked."""
     title: list[Segment]
     snippet: list[Segment]
 
@@ -263,6 +267,8 @@ class SearchResult:
     """Captures too recent to be in the search index yet."""
     partial: bool = False
     """The page ran out of time with fewer hits than asked for: `next` reads on."""
+    ranked: bool = True
+    """False when the words match too many captures to rank (see `RANK_AT_MOST`): hits come in capture order."""
 
 
 def fts_query(text: str) -> str:
@@ -297,26 +303,32 @@ def search(
     after: str | None = None,
     limit: int = 20,
     budget: float = SCAN_BUDGET,
+    rank_at_most: int = RANK_AT_MOST,
 ) -> SearchResult:
     """One page of the captures matching `text`, best first, with highlighted titles and snippets.
 
-    FTS5 ranks every match (its cost grows with their number); then captures are read in rank order, a
+    FTS5 ranks every match (its cost grows with their number, so words that match more than
+    `rank_at_most` captures list them in capture order instead); then captures are read in that order, a
     growing batch at a time, only until the page is full: the crawl and the filters are checked on those.
     Like a filtered pages list, it stops after `budget` seconds of reading with what it found (`partial`).
     """
     query = fts_query(text)
     filtered, params = filters.where()
-    start = _decode_cursor(after, "search") if after is not None else []
-    ranking = f"SELECT rowid, {_BM25} AS score FROM captures_fts WHERE captures_fts MATCH ?"
-    if start:
-        # LIMIT -1 keeps the subquery from being merged into this one, which would compute bm25 twice a match
-        ranking = f"SELECT rowid, score FROM ({ranking} LIMIT -1) WHERE (score, rowid) > (?, ?)"
-    found: list[tuple[float, tuple[Any, ...]]] = []
+    found: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []  # (cursor key, row)
     try:
-        ranked = conn.execute(f"{ranking} ORDER BY score, rowid", (query, *start))
-        batch, deadline, exhausted = limit + 1, None, False
+        ranked, start = _search_start(conn, query, after, rank_at_most)
+        if ranked:
+            order = f"SELECT rowid, {_BM25} AS score FROM captures_fts WHERE captures_fts MATCH ?"
+            if start:  # LIMIT -1 keeps the subquery whole: merged into this one, it would compute bm25 twice
+                order = f"SELECT rowid, score FROM ({order} LIMIT -1) WHERE (score, rowid) > (?, ?)"
+            order += " ORDER BY score, rowid"
+        else:
+            order = "SELECT rowid, NULL FROM captures_fts WHERE captures_fts MATCH ?"
+            order += " AND rowid > ? ORDER BY rowid" if start else " ORDER BY rowid"
+        matches = conn.execute(order, (query, *start))
+        batch, deadline, exhausted, last_read = limit + 1, None, False, ()
         while len(found) <= limit and not exhausted and (deadline is None or time.monotonic() < deadline):
-            scored = ranked.fetchmany(batch)  # the first fetch waits for the ranking: the budget starts after it
+            scored = matches.fetchmany(batch)  # the first fetch waits for the ranking: the budget starts after it
             deadline = deadline or time.monotonic() + budget
             exhausted = len(scored) < batch
             rows = {
@@ -327,10 +339,11 @@ def search(
                     (crawl_id, *params, *(rowid for rowid, _ in scored)),
                 )
             }
-            found += [(score, rows[rowid]) for rowid, score in scored if rowid in rows]
-            last_read = (scored[-1][1], scored[-1][0]) if scored else None
+            keys = [((score, rowid) if ranked else (rowid,), rowid) for rowid, score in scored]
+            found += [(key, rows[rowid]) for key, rowid in keys if rowid in rows]
+            last_read = keys[-1][0] if keys else last_read
             batch = min(batch * 4, 4000)
-        ranked.close()
+        matches.close()
         marks = _marks()
         snippets = _snippets(conn, query, [row[0] for _, row in found[:limit]], marks)
     except sqlite3.OperationalError as exc:
@@ -343,17 +356,32 @@ def search(
     hits = [
         Hit(
             page=PageRow(**dict(zip(PageRow.__slots__, row, strict=True))),
-            score=score,
+            score=key[0] if ranked else None,
             title=segments(snippets[row[0]][0], marks),
             snippet=segments(snippets[row[0]][1], marks),
         )
-        for score, row in found[:limit]
+        for key, row in found[:limit]
     ]
     if len(found) > limit:
-        return SearchResult(hits, _encode_cursor((found[limit - 1][0], found[limit - 1][1][0])), unindexed(conn))
-    if exhausted:
-        return SearchResult(hits, None, unindexed(conn))
-    return SearchResult(hits, _encode_cursor(last_read), unindexed(conn), partial=True)  # out of time
+        next_key, partial = found[limit - 1][0], False
+    elif exhausted:
+        next_key, partial = (), False
+    else:  # out of time
+        next_key, partial = last_read, True
+    cursor = _encode_cursor(next_key) if next_key else None
+    return SearchResult(hits, cursor, unindexed(conn), partial=partial, ranked=ranked)
+
+
+def _search_start(conn: sqlite3.Connection, query: str, after: str | None, rank_at_most: int) -> tuple[bool, list[Any]]:
+    """Whether to rank, and the cursor's key: a next page keeps its first page's order; a first page ranks
+    unless the words match more than `rank_at_most` captures (of any crawl: counting is cheap, filtering not)."""
+    if after is None:
+        (matching,) = conn.execute("SELECT COUNT(*) FROM captures_fts WHERE captures_fts MATCH ?", (query,)).fetchone()
+        return matching <= rank_at_most, []
+    try:
+        return True, _decode_cursor(after, "search")
+    except QueryError:
+        return False, _decode_cursor(after, "search in capture order")
 
 
 def _marks() -> tuple[str, str]:

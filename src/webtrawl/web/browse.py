@@ -80,7 +80,8 @@ class SegmentOut(_Model):
 
 class HitOut(_Model):
     page: PageOut
-    score: float
+    score: float | None
+    """bm25, lower is better; null when the search is not ranked."""
     title: list[SegmentOut]
     snippet: list[SegmentOut]
 
@@ -93,6 +94,8 @@ class SearchOut(_Model):
     unindexed: int
     partial: bool = False
     """Fewer hits than `limit` because the page ran out of time, not of matches: `next_url` reads on."""
+    ranked: bool = True
+    """False when the words match more than 100,000 captures: hits come in capture order, not by relevance."""
     error: str | None = None
     """Why the query could not be read (then `hits` is empty)."""
 
@@ -286,6 +289,7 @@ def _search(request: Request, q: str, filters: _Filters, after: str | None, limi
         next_url=found.next and _link(request, after=found.next),
         unindexed=found.unindexed,
         partial=found.partial,
+        ranked=found.ranked,
     )
 
 
