@@ -244,6 +244,34 @@ def test_a_filtered_page_out_of_time_reads_on_from_where_it_stopped(
         conn.close()
 
 
+@pytest.mark.parametrize(("sort", "descending"), [("fetched", False), ("status", True), ("url", False)])
+@pytest.mark.parametrize("filtered", [False, True])
+def test_previous_cursors_walk_back_through_the_same_pages(
+    crawled: Crawled, sort: str, descending: bool, filtered: bool
+) -> None:
+    conn = connect(crawled.out / "crawl.db", readonly=True)
+    filters = Filters(status="200", depth=2) if filtered else Filters()
+    try:
+        forward, after = [], None
+        while True:
+            page = list_pages(conn, 1, filters, sort=sort, descending=descending, after=after, limit=7)  # type: ignore[arg-type]
+            forward.append([row.id for row in page.rows])
+            if page.next is None:
+                break
+            after = page.next
+        assert page.previous is not None and len(forward) > 3
+        backward, before = [], page.previous
+        while before is not None:
+            page = list_pages(conn, 1, filters, sort=sort, descending=descending, before=before, limit=7)  # type: ignore[arg-type]
+            backward.append([row.id for row in page.rows])
+            before = page.previous
+        again = list_pages(conn, 1, filters, sort=sort, descending=descending, after=page.next, limit=7)  # type: ignore[arg-type]
+    finally:
+        conn.close()
+    assert backward == forward[-2::-1]  # every page before the last, each as it was shown going forwards
+    assert [row.id for row in again.rows] == forward[1]
+
+
 def test_a_search_out_of_time_reads_on_from_where_it_stopped(crawled: Crawled, db: sqlite3.Connection) -> None:
     conn = connect(crawled.out / "crawl.db", readonly=True)
     try:

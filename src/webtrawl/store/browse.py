@@ -117,7 +117,9 @@ class PageList:
     """The cursor of the next page (pass it as `after`), or None on the last page."""
     partial: bool = False
     """The page ran out of time with fewer rows than asked for (a filter that matches few captures):
-    `next` reads on from where it stopped."""
+    `next` (or, reading backwards, `previous`) reads on from where it stopped."""
+    previous: str | None = None
+    """The cursor of the page before (pass it as `before`), or None on the first page."""
 
 
 _ROW = "c.id, c.url, c.title, c.status, c.content_type, c.size, u.depth, c.fetched_at, c.error"
@@ -143,11 +145,13 @@ def list_pages(
     sort: Sort = "fetched",
     descending: bool = False,
     after: str | None = None,
+    before: str | None = None,
     limit: int = 50,
     window: int = SCAN_WINDOW,
     budget: float = SCAN_BUDGET,
 ) -> PageList:
-    """One page of the crawl's captures (every capture: a URL fetched twice is listed twice).
+    """One page of the crawl's captures (every capture: a URL fetched twice is listed twice): the first, the
+    one after the cursor `after`, or the one before the cursor `before` (read backwards along the index).
 
     The sort's index gives the keys of the next captures in order (reading the index alone), then their
     rows are read by id. Unfiltered, that is `limit` keys. Filtered, it is a growing number of keys at a
@@ -156,12 +160,16 @@ def list_pages(
     instead of reading the whole table, and its cursor goes on from the last capture read.
     """
     filtered, params = filters.where()
-    start = _decode_cursor(after, sort) if after is not None else None
+    backwards = before is not None
+    cursor = before if backwards else after
+    start = _decode_cursor(cursor, sort) if cursor is not None else None
     deadline = time.monotonic() + budget
     found: list[tuple[tuple[Any, ...], PageRow]] = []
     step = min(window, 4 * (limit + 1)) if filtered else limit + 1
+    more: tuple[Any, ...] | None = None  # where reading on (in the direction read) starts
+    partial = False
     while True:
-        keys = _keys_after(conn, crawl_id, sort, descending, start, step)
+        keys = _keys_after(conn, crawl_id, sort, descending != backwards, start, step)
         rows = {
             row[0]: row
             for row in conn.execute(
@@ -174,14 +182,23 @@ def list_pages(
             for key in keys
             if key[-1] in rows
         ]
-        page = [row for _key, row in found[:limit]]
         if len(found) > limit:
-            return PageList(page, _encode_cursor(found[limit - 1][0]))
+            more = found[limit - 1][0]
+            break
         if len(keys) < step:
-            return PageList(page, None)
+            break
         start, step = list(keys[-1]), min(window, step * 4)
         if time.monotonic() >= deadline:
-            return PageList(page, _encode_cursor(keys[-1]), partial=True)
+            more, partial = keys[-1], True
+            break
+    found = found[:limit]
+    ahead = None if more is None else _encode_cursor(more)
+    if backwards:  # shown in the sort's order; what comes next starts after the last row shown
+        found.reverse()
+        back = _encode_cursor(found[-1][0]) if found else cursor
+        return PageList([row for _key, row in found], back, partial, previous=ahead)
+    back = None if cursor is None else _encode_cursor(found[0][0]) if found else cursor
+    return PageList([row for _key, row in found], ahead, partial, previous=back)
 
 
 def _keys_after(

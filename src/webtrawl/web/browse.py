@@ -68,6 +68,9 @@ class PagesOut(_Model):
     next: str | None
     """The cursor of the next page (`after`), None on the last."""
     next_url: str | None
+    previous: str | None
+    """The cursor of the page before (`before`), None on the first."""
+    previous_url: str | None
     partial: bool
     """A filtered page that stopped reading after a quarter of a second with fewer rows than `limit` (the
     filter matches few captures): `next_url` reads on from there."""
@@ -217,15 +220,33 @@ class _Filters:
 
 
 def _pages(
-    request: Request, filters: _Filters, sort: Sort, direction: Direction, after: str | None, limit: int
+    request: Request,
+    filters: _Filters,
+    sort: Sort,
+    direction: Direction,
+    after: str | None,
+    before: str | None,
+    limit: int,
 ) -> PagesOut:
     with _site(request).reader() as (conn, crawl_id):
         found = store.list_pages(
-            conn, crawl_id, filters.parse(), sort=sort, descending=direction == "desc", after=after, limit=limit
+            conn,
+            crawl_id,
+            filters.parse(),
+            sort=sort,
+            descending=direction == "desc",
+            after=after,
+            before=before,
+            limit=limit,
         )
-    rows = [PageOut.model_validate(row) for row in found.rows]
-    next_url = found.next and _link(request, after=found.next)
-    return PagesOut(rows=rows, next=found.next, next_url=next_url, partial=found.partial)
+    return PagesOut(
+        rows=[PageOut.model_validate(row) for row in found.rows],
+        next=found.next,
+        next_url=found.next and _link(request, after=found.next, before=None),
+        previous=found.previous,
+        previous_url=found.previous and _link(request, before=found.previous, after=None),
+        partial=found.partial,
+    )
 
 
 @router.get("/pages", response_class=HTMLResponse, include_in_schema=False)
@@ -235,6 +256,7 @@ async def pages_page(
     sort: str = "fetched",
     direction: Annotated[str, Query(alias="dir")] = "asc",
     after: str | None = None,
+    before: str | None = None,
     limit: Limit = PAGE_SIZE,
 ) -> Response:
     context: dict[str, Any] = {"filters": filters.values, "sort": sort, "dir": direction}
@@ -244,7 +266,7 @@ async def pages_page(
                 f"cannot sort by {sort!r} {direction!r}: by fetched, url, size or status, asc or desc"
             )
         context["pages"] = await run_in_threadpool(
-            _pages, request, filters, cast(Sort, sort), cast(Direction, direction), after, limit
+            _pages, request, filters, cast(Sort, sort), cast(Direction, direction), after, before, limit
         )
     except store.QueryError as exc:
         context["error"] = str(exc)
@@ -259,11 +281,13 @@ async def pages_api(
     sort: Sort = "fetched",
     direction: Annotated[Direction, Query(alias="dir")] = "asc",
     after: Annotated[str | None, Query(description="the `next` cursor of the page before")] = None,
+    before: Annotated[str | None, Query(description="the `previous` cursor of the page after")] = None,
     limit: Limit = PAGE_SIZE,
 ) -> PagesOut:
-    """Every capture (a URL fetched twice is listed twice), one page at a time: follow `next_url`."""
+    """Every capture (a URL fetched twice is listed twice), one page at a time: follow `next_url` (or
+    `previous_url` back)."""
     try:
-        return await run_in_threadpool(_pages, request, filters, sort, direction, after, limit)
+        return await run_in_threadpool(_pages, request, filters, sort, direction, after, before, limit)
     except store.QueryError as exc:
         raise HTTPException(400, str(exc)) from None
 

@@ -27,11 +27,11 @@
     if (node) node.textContent = text;
   }
 
-  function size(n) {
-    const units = ["B", "KB", "MB", "GB", "TB"];
+  function size(n) {  // decimal units, as the server-side pages write them
+    const units = ["B", "kB", "MB", "GB", "TB"];
     let i = 0;
-    while (n >= 1024 && i < units.length - 1) {
-      n /= 1024;
+    while (n >= 1000 && i < units.length - 1) {
+      n /= 1000;
       i += 1;
     }
     return i === 0 ? `${Math.round(n)} B` : `${decimal.format(n)} ${units[i]}`;
