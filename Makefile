@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-redis screenshots clean
+.PHONY: demo test test-fast lint bench bench-redis bench-media screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ bench: $(STAMP)  ## crawl a 20,000-page site served by nginx, with webtrawl and 
 bench-redis: $(STAMP)  ## the same site crawled embedded and distributed on Redis; print what Redis costs
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/redis_bench.py
+
+bench-media: $(STAMP)  ## a 200 MB file from nginx: webtrawl's download vs curl, resumed, and in a crawl
+	$(PY) benchmarks/media_bench.py
 
 screenshots: $(STAMP)  ## crawl the demo site and save the dashboard pictures of the README into docs/
 	$(PY) docs/screenshots.py

@@ -8,7 +8,7 @@ from dataclasses import MISSING, fields
 import pytest
 
 from webtrawl.cluster.wire import VERSION, decode_completion, encode_completion
-from webtrawl.models import Capture, Completion, Entry, NewURL, WarcLocation
+from webtrawl.models import Capture, Completion, Entry, MediaFile, NewURL, WarcLocation
 from webtrawl.urls import fingerprint
 
 PAGE = "http://www.example.com/section/index.html"
@@ -71,6 +71,24 @@ def rich() -> Completion:
             child(3, kind="redirect", via=("http://www.example.com/a",)),
         ],
         drops=[("http://other.example/x", "off-site"), ("http://www.example.com/" + "a/" * 200, "too deep")],
+        media=MediaFile(
+            task="musicsite:7f3a",
+            page_url="http://www.example.com/track/7f3a",
+            url="http://cdn.example.com/stream/7f3a?sig=abc",
+            kind="audio",
+            content_type="audio/mpeg",
+            path="media/www.example.com/musicsite/7f3a.mp3",
+            size=2**33,
+            sha256="e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            duplicate_of="generic:http://www.example.com/a.mp3",
+            title="Ünïcode ☃",
+            artist="Artist",
+            album="Album",
+            duration=187.25,
+            fetched_at=1_700_000_000.5,
+            resumes=2,
+            error="too large",
+        ),
     )
 
 
@@ -92,7 +110,7 @@ def test_the_rich_completion_sets_every_field() -> None:
     """So a field added to the models and forgotten by the wire format fails the round trip."""
     completion = rich()
     assert completion.capture is not None
-    for obj in (completion, completion.entry, completion.capture, completion.capture.warc):
+    for obj in (completion, completion.entry, completion.capture, completion.capture.warc, completion.media):
         assert left_at_default(obj) == set(), type(obj).__name__
     assert set.intersection(*(left_at_default(u) for u in completion.children)) == set()
 

@@ -23,7 +23,7 @@ from click.core import ParameterSource
 
 from . import __version__
 from .cluster.runs import crawl_status, print_nodes, print_status, run_coordinator, run_worker, send_control
-from .config import CrawlConfig, FetchConfig, PolitenessConfig, ScopeConfig
+from .config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, ScopeConfig
 from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError
 from .frontier.bloom import first_capacity
@@ -33,6 +33,8 @@ from .stats import CrawlReport
 from .store.crawls import crawl_id_of
 from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
+from .store.export import export_media
+from .store.media import media_counts
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
 from .web.site import Site
 
@@ -155,6 +157,21 @@ def main() -> None:
 @click.option("--retries", type=int, default=3, show_default=True, help="Retries of a URL after a failure.")
 @click.option("--warc-size", type=int, default=1024**3, show_default=True, help="Bytes per WARC file.")
 @click.option("--mirror", is_flag=True, help="Also write plain files named from the URL, as wget does.")
+@click.option(
+    "--media",
+    "media_kinds",
+    metavar="audio[,video]",
+    help="Also collect these media into DIR/media/ (found on pages, resolved, downloaded with resume).",
+)
+@click.option("--media-max-size", type=int, help="Bytes per media file (default 2 GiB; 0: no limit).")
+@click.option("--media-concurrency", type=int, help="Media downloads in flight (default 4), besides page fetches.")
+@click.option(
+    "--resolver",
+    "resolvers",
+    multiple=True,
+    metavar="NAME",
+    help="Use only these media resolvers (repeatable; 'generic' is the built-in one; default: all installed).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress display; only the final summary line.")
 @click.option("--verbose", "-v", is_flag=True, help="Log details to stderr.")
 @click.option(
@@ -333,6 +350,10 @@ _FLAG_FIELDS: dict[str, tuple[str | None, str, Callable[[Any], Any]]] = {
     "max_time": (None, "max_time", _same),
     "warc_size": (None, "warc_size", _same),
     "mirror": (None, "mirror", _same),
+    "media_kinds": ("media", "kinds", lambda kinds: tuple(k.strip() for k in kinds.split(",") if k.strip())),
+    "media_max_size": ("media", "max_size", lambda n: n or None),
+    "media_concurrency": ("media", "concurrency", _same),
+    "resolvers": ("media", "resolvers", _same),
 }
 
 
@@ -348,7 +369,7 @@ def _build_config(
         raise ConfigError("--retries must be ≥ 0")
     ctx = click.get_current_context()
     given = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
-    parts: dict[str, dict[str, Any]] = {"scope": {}, "fetch": {}, "politeness": {}}
+    parts: dict[str, dict[str, Any]] = {"scope": {}, "fetch": {}, "politeness": {}, "media": {}}
     settings: dict[str, Any] = {"seeds": seeds, "out": out, "name": name}
     for flag, value in flags.items():
         if (config_file is not None and ctx.get_parameter_source(flag) not in given) or value is None:
@@ -362,6 +383,7 @@ def _build_config(
         scope=ScopeConfig(**parts["scope"]),
         fetch=FetchConfig(**parts["fetch"]),
         politeness=PolitenessConfig(**parts["politeness"]),
+        media=MediaConfig(**parts["media"]),
     )
 
 
@@ -385,6 +407,7 @@ def status(directory: Path | None, name: str, redis_url: str | None) -> None:
         captures = conn.execute(
             "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM captures WHERE crawl_id = ?", (crawl_id,)
         ).fetchone()
+        media = media_counts(conn, crawl_id)
     except USAGE_ERRORS as exc:
         _fail(str(exc))
     labels = ("waiting", "running", "done", "failed")
@@ -392,6 +415,11 @@ def status(directory: Path | None, name: str, redis_url: str | None) -> None:
     for state, label in enumerate(labels):
         click.echo(f"  {label:8} {counts.get(state, 0):>10,}")
     click.echo(f"  {'captures':8} {captures[0]:>10,}  ({captures[1]:,} bytes)")
+    if any(media.values()):
+        click.echo(
+            f"  {'media':8} {media['stored']:>10,}  ({media['bytes']:,} bytes; {media['duplicates']:,} duplicates, "
+            f"{media['failed']:,} failed)"
+        )
 
 
 @main.command()
@@ -432,15 +460,17 @@ async def _serve_until_interrupted(dashboard: Dashboard) -> None:
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "cdxj"]), default="jsonl", show_default=True)
 @click.option("--name", default="default", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="File to write (default: stdout).")
-def export(directory: Path, fmt: str, name: str, output: Path | None) -> None:
-    """Write one row per capture as JSON lines, CSV or CDXJ."""
+@click.option("--media", is_flag=True, help="Export the media index (one row per media file) instead of captures.")
+def export(directory: Path, fmt: str, name: str, output: Path | None, media: bool) -> None:
+    """Write one row per capture (or per media file) as JSON lines, CSV or CDXJ."""
+    write = export_media if media else export_rows
     try:
         conn = connect(directory / DB_NAME, readonly=True)
         if output is None:
-            export_rows(conn, name, fmt, sys.stdout)  # type: ignore[arg-type]
+            write(conn, name, fmt, sys.stdout)  # type: ignore[arg-type]
         else:
             with output.open("w", newline="", encoding="utf-8") as stream:
-                export_rows(conn, name, fmt, stream)  # type: ignore[arg-type]
+                write(conn, name, fmt, stream)  # type: ignore[arg-type]
     except OSError as exc:
         _fail(f"cannot write {output}: {exc.strerror}")
     except USAGE_ERRORS as exc:

@@ -312,6 +312,35 @@ class PolitenessConfig:
             raise ConfigError(f"min-delay ({self.min_delay}) must not exceed max-delay ({self.max_delay})")
 
 
+MEDIA_KINDS = ("audio", "video")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MediaConfig:
+    """Media harvesting (`--media audio,video`): which kinds, how big, how many downloads at once.
+
+    Downloads have their own slots: a long download holds a media slot, never a page slot, so the pages of
+    a host keep their pace beside it (each download still starts at that host's pace).
+    """
+
+    kinds: tuple[str, ...] = ()
+    """Empty: media are not collected."""
+    max_size: int | None = 2 * 1024**3
+    """Bytes: a larger file fails with "too large" before or while it downloads."""
+    concurrency: int = 4
+    per_host: int = 2
+    resolvers: tuple[str, ...] = ()
+    """Only these resolvers (by name; "generic" included) may claim media; empty: every one installed."""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.kinds) - set(MEDIA_KINDS))
+        if unknown:
+            raise ConfigError(f"unknown media kind(s) {', '.join(unknown)}: choose from {', '.join(MEDIA_KINDS)}")
+        _positive("media-max-size", self.max_size, allow_none=True)
+        _positive("media-concurrency", self.concurrency)
+        _positive("media-per-host", self.per_host)
+
+
 @dataclass(frozen=True, kw_only=True)
 class CrawlConfig:
     """Everything one crawl needs; `Crawler(config).run()` takes nothing else."""
@@ -322,6 +351,7 @@ class CrawlConfig:
     scope: ScopeConfig = field(default_factory=ScopeConfig)
     fetch: FetchConfig = field(default_factory=FetchConfig)
     politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
+    media: MediaConfig = field(default_factory=MediaConfig)
     concurrency: int = 32
     max_pages: int | None = None
     """Pages fetched by the whole crawl (all runs together), not by this run."""
@@ -359,7 +389,7 @@ class CrawlConfig:
             data = tomllib.loads(Path(path).read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from None
-        parts = {"scope": ScopeConfig, "fetch": FetchConfig, "politeness": PolitenessConfig}
+        parts = {"scope": ScopeConfig, "fetch": FetchConfig, "politeness": PolitenessConfig, "media": MediaConfig}
         for key in parts:  # a part given as a dict overrides the file's table field by field
             if isinstance(overrides.get(key), dict):
                 table = data.get(key, {})

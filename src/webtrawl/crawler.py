@@ -30,6 +30,8 @@ from .fetch.sitemaps import Sitemaps
 from .frontier.base import Frontier, FrontierCounts
 from .frontier.budgets import Budgets
 from .frontier.sqlite import SqliteFrontier
+from .media.handler import MediaHandler
+from .media.resolvers import Registry
 from .models import Capture, Entry, NewURL
 from .pages import PageHandler, PageResult
 from .scope import Scope
@@ -38,6 +40,7 @@ from .store.crawls import committed_warcs, open_crawl
 from .store.db import DB_NAME, Database, DirectoryLock, prepare_directory
 from .store.index import INDEX_CHUNK, drop_counts, failure_counts, index_text, status_counts
 from .store.live import clear_control, publish, snapshot, wal_size
+from .store.media import media_counts
 from .store.mirror import Mirror
 from .store.warc import WarcWriter
 from .urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
@@ -120,6 +123,8 @@ class Crawler:
             identity = config.identity(seeds, NORMALIZATION_VERSION)
             crawl_id, extra_hosts = await db.run(open_crawl, config.name, identity)
             await db.run(clear_control, crawl_id)  # a new run runs, whatever the last one was told
+            # Built even without --media: media tasks an earlier run queued are still collected on resume.
+            registry = Registry(config.media.resolvers, config.media.kinds)
             scope = Scope(config.scope, seeds)
             for host in extra_hosts:
                 scope.add_host(host)
@@ -149,9 +154,21 @@ class Crawler:
                 )
                 async with Fetcher(config.fetch, concurrency=config.concurrency, seeds=seeds) as fetcher:
                     politeness.address_of = fetcher.address_of
-                    handler = PageHandler(config, scope, fetcher, politeness, db, crawl_id, self.stats)
+                    handler = PageHandler(
+                        config,
+                        scope,
+                        fetcher,
+                        politeness,
+                        db,
+                        crawl_id,
+                        self.stats,
+                        media=registry if config.media.kinds else None,
+                    )
+                    media = MediaHandler(config, fetcher, politeness, db, crawl_id, registry, out, self.stats)
                     try:
-                        outcome = await self._crawl(frontier, politeness, fetcher, handler, warc, mirror, crawl_id)
+                        outcome = await self._crawl(
+                            frontier, politeness, fetcher, handler, media, warc, mirror, crawl_id
+                        )
                     finally:
                         handler.parser.close()
             finally:
@@ -182,6 +199,7 @@ class Crawler:
         politeness: Politeness,
         fetcher: Fetcher,
         handler: PageHandler,
+        media: MediaHandler,
         warc: WarcWriter,
         mirror: Mirror | None,
         crawl_id: int,
@@ -199,6 +217,14 @@ class Crawler:
                 result = await handler.handle(entry)
             finally:
                 self.stats.fetching -= 1
+                self._wake.set()
+            await results.put(result)
+
+        async def collect(entry: Entry) -> None:
+            try:
+                result = await media.handle(entry)
+            finally:
+                self.stats.media_tasks -= 1
                 self._wake.set()
             await results.put(result)
 
@@ -238,7 +264,10 @@ class Crawler:
                     if deadline is not None and time.monotonic() >= deadline:
                         outcome = "max-time"
                         break
+                    # Media tasks have slots of their own; only those waiting for one take page slots, so
+                    # the frontier does not hand out more of them than the crawl can start.
                     budget = config.concurrency - self.stats.fetching
+                    budget -= max(0, self.stats.media_tasks - config.media.concurrency)
                     if config.max_pages is not None:
                         budget = min(budget, config.max_pages - frontier.done_count() - frontier.running)
                         if budget <= 0 and frontier.running == 0:
@@ -258,8 +287,12 @@ class Crawler:
                     self._wake.clear()  # before claiming: what happens from here on wakes the wait below
                     entries = await frontier.claim(budget) if budget > 0 else []
                     for entry in entries:
-                        self.stats.fetching += 1
-                        task = tg.create_task(handle(entry))
+                        if entry.kind == "media":
+                            self.stats.media_tasks += 1
+                            task = tg.create_task(collect(entry))
+                        else:
+                            self.stats.fetching += 1
+                            task = tg.create_task(handle(entry))
                         fetches.add(task)
                         task.add_done_callback(fetches.discard)
                     if frontier.exhausted() and not robots_pending:
@@ -393,6 +426,7 @@ class Crawler:
         statuses = await db.run(status_counts, crawl_id)
         failures = await db.run(failure_counts, crawl_id)
         drops = await db.run(drop_counts, crawl_id)
+        media = await db.run(media_counts, crawl_id)
         return CrawlReport(
             name=self.config.name,
             outcome=outcome,
@@ -405,6 +439,7 @@ class Crawler:
             statuses=statuses,
             failures=failures,
             drops=drops,
+            media=media if any(media.values()) else {},
         )
 
 

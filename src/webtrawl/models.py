@@ -10,9 +10,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Literal
 
-LinkKind = Literal["seed", "link", "requisite", "redirect", "sitemap"]
-"""How a URL was found: given by the user, linked, needed to display a page, a redirect target, or listed
-in a sitemap."""
+LinkKind = Literal["seed", "link", "requisite", "redirect", "sitemap", "media"]
+"""How a URL was found: given by the user, linked, needed to display a page, a redirect target, listed
+in a sitemap, or a media task (see `media.tasks`)."""
+
+
+MediaKind = Literal["audio", "video", "playlist"]
+"""What a media reference points at; a playlist is fetched and read for the media it lists."""
 
 
 class State(IntEnum):
@@ -61,6 +65,18 @@ class Link:
     kind: LinkKind = "link"
 
 
+@dataclass(frozen=True, slots=True)
+class MediaRef:
+    """An audio or video file (or a playlist of them) a page points at, found by the generic detector."""
+
+    url: str
+    """Absolute and normalized."""
+    kind: MediaKind
+    found_by: str
+    """Where on the page it was found: "link", "audio", "video", "source", "track", "og", "json-ld", "script",
+    or "playlist" (listed in a fetched playlist)."""
+
+
 @dataclass(slots=True, kw_only=True)
 class ParsedPage:
     """What the parser learned from one HTML page."""
@@ -73,6 +89,8 @@ class ParsedPage:
     noindex: bool = False
     """`<meta name=robots content=noindex>`: the page's text is not put in the search index."""
     canonical: str | None = None
+    media: list[MediaRef] = field(default_factory=list)
+    """Audio, video and playlists the page points at (found only when the crawl collects media)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -153,6 +171,35 @@ class Capture:
     error: str | None = None
 
 
+@dataclass(slots=True, kw_only=True)
+class MediaFile:
+    """One media task's result: the file collected for it (or why none was), for the index."""
+
+    task: str
+    """The resolver's stable name for the media: `resolver:id`, unchanged by signed or rotating addresses."""
+    page_url: str
+    """The page the media was found on."""
+    url: str | None = None
+    """The address the file was finally downloaded from (the last one resolved)."""
+    kind: str = ""
+    content_type: str = ""
+    path: str | None = None
+    """The file, relative to the crawl directory; None for a duplicate (see `duplicate_of`) or a failure."""
+    size: int = 0
+    sha256: str | None = None
+    duplicate_of: str | None = None
+    """The task whose file has the same content: this one is recorded but not stored twice."""
+    title: str | None = None
+    artist: str | None = None
+    album: str | None = None
+    duration: float | None = None
+    fetched_at: float = 0.0
+    resumes: int = 0
+    """Times the download went on from bytes an earlier attempt (or run) had kept."""
+    error: str | None = None
+    """Why the task failed for good (it is also the frontier entry's reason)."""
+
+
 Verdict = Literal["done", "failed", "retry"]
 
 
@@ -171,3 +218,5 @@ class Completion:
     """In-scope links of the page (already seen ones too: they become link edges)."""
     drops: list[tuple[str, str]] = field(default_factory=list)
     """Links the scope refused: (url, reason)."""
+    media: MediaFile | None = None
+    """For a media task (an entry of kind "media"): the file it collected."""

@@ -11,11 +11,13 @@ import random
 import time
 from dataclasses import dataclass
 
-from .config import CrawlConfig
+from .config import CrawlConfig, FetchConfig
 from .errors import InvalidURL
 from .fetch.fetcher import Fetcher
 from .fetch.politeness import Politeness
 from .fetch.robots import tag_directives
+from .media.resolvers import Page as MediaPage
+from .media.resolvers import Registry
 from .models import Capture, Completion, Entry, FetchOutcome, NewURL, ParsedPage
 from .parse.decode import decompress, sniff_charset, to_text
 from .parse.guarded import GuardedParser, ParseTimeout
@@ -42,6 +44,16 @@ class PageResult:
     """The decoded body, for the mirror."""
 
 
+def retry_or_fail(fetch: FetchConfig, entry: Entry, reason: str, retry_after: float | None = None) -> Completion:
+    """Retry later with exponential backoff and jitter while the attempt and wait budgets last."""
+    attempt = entry.attempts + 1
+    waited = fetch.backoff * (2**entry.attempts - 1)
+    wait = retry_after if retry_after is not None else fetch.backoff * 2**entry.attempts * random.uniform(0.75, 1.25)
+    if attempt >= fetch.max_attempts or waited + wait > fetch.max_retry_wait:
+        return Completion(entry=entry, verdict="failed", reason=f"{reason} (after {attempt} attempts)")
+    return Completion(entry=entry, verdict="retry", reason=reason, not_before=time.time() + wait)
+
+
 class PageHandler:
     """Turns an `Entry` into a result for the committer."""
 
@@ -54,7 +66,11 @@ class PageHandler:
         db: Database,
         crawl_id: int,
         stats: Stats,
+        *,
+        media: Registry | None = None,
     ) -> None:
+        """`media`: the resolvers that name the media of each page, when the crawl collects media."""
+        self._media = media
         self._config = config
         self._scope = scope
         self._fetcher = fetcher
@@ -116,7 +132,7 @@ class PageHandler:
         if outcome.retryable or status is None:
             reason = outcome.error or f"HTTP {status}"
             if outcome.retryable:
-                completion = self._retry_or_fail(entry, outcome, reason)
+                completion = retry_or_fail(self._config.fetch, entry, reason, outcome.retry_after)
             else:  # a name that does not exist, a refused address, a bad certificate: asking again cannot help
                 completion = Completion(entry=entry, verdict="failed", reason=reason)
             completion.capture = capture
@@ -131,13 +147,15 @@ class PageHandler:
             completion.verdict, completion.reason = "failed", f"HTTP {status}"
         elif outcome.content_type in HTML_TYPES and outcome.body:
             try:
-                decoded, page = await self._parse(entry, outcome)
+                decoded, text, page = await self._parse(entry, outcome)
             except ParseTimeout as exc:
                 completion.verdict, completion.reason = "failed", str(exc)
                 return PageResult(completion, archived)
             self._apply_robots_tag(outcome, page)
             capture.title, capture.text = page.title, page.text
             self._add_links(entry, page, completion)
+            if self._media is not None:
+                self._add_media(entry, text, page, completion, self._media)
         return PageResult(completion, archived, decoded if self._config.mirror else None)
 
     def _apply_robots_tag(self, outcome: FetchOutcome, page: ParsedPage) -> None:
@@ -152,28 +170,25 @@ class PageHandler:
             page.nofollow = True
             page.links = [link for link in page.links if link.kind == "requisite"]
 
-    def _retry_or_fail(self, entry: Entry, outcome: FetchOutcome, reason: str) -> Completion:
-        """Retry later with exponential backoff and jitter while the attempt and wait budgets last."""
-        fetch = self._config.fetch
-        attempt = entry.attempts + 1
-        waited = fetch.backoff * (2**entry.attempts - 1)
-        wait = (
-            outcome.retry_after
-            if outcome.retry_after is not None
-            else (fetch.backoff * 2**entry.attempts * random.uniform(0.75, 1.25))
-        )
-        if attempt >= fetch.max_attempts or waited + wait > fetch.max_retry_wait:
-            return Completion(entry=entry, verdict="failed", reason=f"{reason} (after {attempt} attempts)")
-        return Completion(entry=entry, verdict="retry", reason=reason, not_before=time.time() + wait)
-
-    async def _parse(self, entry: Entry, outcome: FetchOutcome) -> tuple[bytes, ParsedPage]:
+    async def _parse(self, entry: Entry, outcome: FetchOutcome) -> tuple[bytes, str, ParsedPage]:
         config = self._config
         body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), config.fetch.max_size)
         text = to_text(body, sniff_charset(body, outcome.header("Content-Type")))
         page = await self.parser.parse(
-            text, entry.url, requisites=config.scope.page_requisites, follow_nofollow=config.scope.follow_nofollow
+            text,
+            entry.url,
+            requisites=config.scope.page_requisites,
+            follow_nofollow=config.scope.follow_nofollow,
+            media=frozenset(config.media.kinds),
         )
-        return body, page
+        return body, text, page
+
+    @staticmethod
+    def _add_media(entry: Entry, text: str, page: ParsedPage, completion: Completion, registry: Registry) -> None:
+        """The page's media become tasks in the frontier, one level deeper, whatever the depth limit and the
+        scope's hosts (media files often sit on another host): they lead nowhere further."""
+        for task in registry.tasks(MediaPage(entry.url, text, page.media)):
+            completion.children.append(task.new_url(entry.depth + 1, entry.fp))
 
     def _add_links(self, entry: Entry, page: ParsedPage, completion: Completion) -> None:
         check, depth = self._scope.check, entry.depth + 1

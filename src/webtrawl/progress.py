@@ -119,6 +119,13 @@ def print_report(report: CrawlReport, console: Console | None = None) -> None:
     summary.add_row("done (whole crawl)", f"{report.done_total:,}")
     summary.add_row("failed (whole crawl)", f"{report.failed_total:,}")
     summary.add_row("still waiting", f"{report.waiting:,}")
+    if report.media:
+        media = report.media
+        summary.add_row(
+            "media files",
+            f"{media['stored']:,} ({_size(media['bytes'])}), {media['duplicates']:,} duplicates, "
+            f"{media['failed']:,} failed",
+        )
     console.print(summary)
     for title, counts in (
         ("by status", report.statuses),

@@ -21,6 +21,8 @@ class Stats:
     errors: int = 0
     """Fetches that ended without a usable response, or with a 5xx/429."""
     fetching: int = 0
+    media_tasks: int = 0
+    """Media tasks handed out and not yet ended (waiting for a media slot or downloading)."""
     statuses: Counter[int] = field(default_factory=Counter)
     _window: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=64))
 
@@ -67,6 +69,8 @@ class CrawlReport:
     statuses: dict[int, int]
     failures: dict[str, int]
     drops: dict[str, int]
+    media: dict[str, int] = field(default_factory=dict)
+    """Media files of the whole crawl (`store.media.media_counts`): stored, duplicates, failed, bytes."""
 
     @property
     def pages_per_second(self) -> float:

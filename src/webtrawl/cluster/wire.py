@@ -14,9 +14,10 @@ them), so each carries its format's version and a reader refuses one it does not
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
-from ..models import Capture, Completion, Entry, NewURL, WarcLocation
+from ..models import Capture, Completion, Entry, MediaFile, NewURL, WarcLocation
 
 VERSION = 1
 """The format written; entries of any other version are refused."""
@@ -52,6 +53,8 @@ def encode_completion(completion: Completion, node: str) -> bytes:
         "children": [[u.url, u.fp, u.host, u.depth, u.kind, u.referrer_fp, u.via] for u in completion.children],
         "drops": completion.drops,
     }
+    if completion.media is not None:  # an optional key: entries without one read as before
+        doc["media"] = asdict(completion.media)
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -103,6 +106,7 @@ def decode_completion(data: bytes) -> tuple[Completion, str]:
                 for url, fp, host, depth, kind, referrer_fp, via in doc["children"]
             ],
             drops=[(url, reason) for url, reason in doc["drops"]],
+            media=MediaFile(**doc["media"]) if doc.get("media") is not None else None,
         )
         node = doc["node"]
     except (KeyError, TypeError, ValueError) as exc:

@@ -90,6 +90,7 @@ class Fetcher:
         self._trusted = [_hostname(url) for url in (*seeds, *([config.proxy] if config.proxy else []))]
         self._session: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
+        self._media: aiohttp.ClientSession | None = None
         self._resolver: Resolver | None = None
 
     async def __aenter__(self) -> Fetcher:
@@ -106,6 +107,26 @@ class Fetcher:
         self._fresh = self._open_session(resolver, jar, limit=max(1, self._concurrency // 4), force_close=True)
         return self
 
+    def media_session(self) -> aiohttp.ClientSession:
+        """The session media resolvers and downloads use (opened on first use, closed with the fetcher).
+
+        Unlike page fetches it keeps cookies (a player page's cookie often unlocks its media API), has no
+        total timeout (a large file takes as long as it takes; a stalled one hits the read timeout) and
+        asks for the bytes as stored, so ranges count bytes of the file itself.
+        """
+        if self._resolver is None:
+            raise RuntimeError("Fetcher.media_session called outside 'async with Fetcher(...)'")
+        if self._media is None:
+            config = self._config
+            self._media = self._open_session(
+                self._resolver,
+                HostCookieJar(unsafe=True),
+                limit=0,
+                timeout=aiohttp.ClientTimeout(sock_connect=config.connect_timeout, sock_read=config.read_timeout),
+            )
+            self._media.headers.update({"Accept": "*/*", "Accept-Encoding": "identity"})
+        return self._media
+
     def _open_session(
         self,
         resolver: Resolver,
@@ -114,6 +135,7 @@ class Fetcher:
         limit: int,
         trace: aiohttp.TraceConfig | None = None,
         force_close: bool = False,
+        timeout: aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientSession:
         config = self._config
         connector = aiohttp.TCPConnector(
@@ -129,7 +151,7 @@ class Fetcher:
         session = aiohttp.ClientSession(
             connector=connector,
             headers=self._headers,
-            timeout=self._timeout,
+            timeout=timeout or self._timeout,
             auto_decompress=False,
             cookie_jar=jar,
             proxy=config.proxy,
@@ -149,10 +171,10 @@ class Fetcher:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        for session in (self._session, self._fresh):
+        for session in (self._session, self._fresh, self._media):
             if session is not None:
                 await session.close()
-        self._session = self._fresh = None
+        self._session = self._fresh = self._media = None
         if self._resolver is not None:
             await self._resolver.close()
             self._resolver = None

@@ -27,6 +27,7 @@ from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, NewURL, State
 from ..store.db import Database, transaction
 from ..store.index import capture_row, insert_captures
+from ..store.media import insert_media
 from ..urls import fingerprint
 from .base import FrontierCounts
 from .budgets import Budgets
@@ -369,6 +370,7 @@ class SqliteFrontier:
                 [(crawl, item.entry.fp, child.fp) for item in batch for child in item.children],
             )
             insert_captures(conn, crawl, [capture_row(item.capture) for item in batch if item.capture])
+            insert_media(conn, crawl, [(item.entry.fp, item.media) for item in batch if item.media])
             conn.executemany(
                 "UPDATE urls SET state = ?, reason = ?, not_before = ?, attempts = attempts + 1, updated_at = ? "
                 "WHERE crawl_id = ? AND fp = ?",

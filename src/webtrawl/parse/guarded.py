@@ -14,6 +14,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from ..media.detect import find_media
 from ..models import ParsedPage
 from .html import parse_html
 
@@ -35,13 +36,18 @@ class GuardedParser:
         self._timeout = timeout
         self._pool: ProcessPoolExecutor | None = None
 
-    async def parse(self, text: str, url: str, *, requisites: bool, follow_nofollow: bool) -> ParsedPage:
+    async def parse(
+        self, text: str, url: str, *, requisites: bool, follow_nofollow: bool, media: frozenset[str] = frozenset()
+    ) -> ParsedPage:
+        """Links, title and text; also the media of the `media` kinds ("audio", "video") when any is asked."""
         if text.count("<") <= self._max_inline_tags:
-            return parse_html(text, url, requisites=requisites, follow_nofollow=follow_nofollow)
+            return _parse(text, url, requisites, follow_nofollow, media)
         if self._pool is None:
             # spawn: the crawl has threads (database, archive), which a forked child must not inherit
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        future = asyncio.get_running_loop().run_in_executor(self._pool, _parse, text, url, requisites, follow_nofollow)
+        future = asyncio.get_running_loop().run_in_executor(
+            self._pool, _parse, text, url, requisites, follow_nofollow, media
+        )
         try:
             return await asyncio.wait_for(future, self._timeout)
         except (TimeoutError, BrokenProcessPool):
@@ -62,5 +68,8 @@ class GuardedParser:
             self._pool = None
 
 
-def _parse(text: str, url: str, requisites: bool, follow_nofollow: bool) -> ParsedPage:
-    return parse_html(text, url, requisites=requisites, follow_nofollow=follow_nofollow)
+def _parse(text: str, url: str, requisites: bool, follow_nofollow: bool, media: frozenset[str]) -> ParsedPage:
+    page = parse_html(text, url, requisites=requisites, follow_nofollow=follow_nofollow)
+    if media:
+        page.media = find_media(text, url, media)
+    return page

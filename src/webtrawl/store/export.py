@@ -11,6 +11,10 @@ JSONL and CSV give one row per capture in capture order, with the fields in `FIE
   as URLs have no spaces). Missing values are `null` in JSONL and empty in CSV.
 - `node`: in a distributed crawl, the node that fetched it (its WARC file is in that node's directory).
 
+`--media` writes the media index instead (JSONL or CSV): one row per media task that ended, with the fields
+of `MEDIA_FIELDS` (`path` is relative to the crawl directory; a duplicate has none and names the task whose
+file has the same content; a failure has its reason in `error`).
+
 CDXJ is the index replay tools (pywb and others) read: one line per capture with a WARC record,
 `<SURT> <yyyymmddhhmmss> {json}`, sorted by SURT then time, values written as `cdxj-indexer` writes them
 (strings; digest without its `sha1:` prefix). SQLite sorts it (spilling to disk when large), so no
@@ -24,12 +28,15 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, fields
 from functools import lru_cache
 from typing import Any, Literal, TextIO
 
-from ..errors import InvalidURL
+from ..errors import InvalidURL, StoreError
+from ..models import MediaFile
 from ..urls import fingerprint, normalize, surt
 from .crawls import crawl_id_of
+from .media import media_rows
 
 Format = Literal["jsonl", "csv", "cdxj"]
 
@@ -38,6 +45,7 @@ FIELDS = (
     "warc_offset", "warc_length", "payload_digest", "truncated", "error", "redirects", "node",
 )  # fmt: skip
 MAX_HOPS = 10
+MEDIA_FIELDS = tuple(f.name for f in fields(MediaFile))
 
 # `+c.crawl_id` keeps SQLite from using the (crawl_id, fp) index: walking the table in id order streams
 # rows from the first one, where the index would need every row sorted by id first.
@@ -71,6 +79,25 @@ def export(conn: sqlite3.Connection, crawl: str, fmt: Format, out: TextIO) -> in
     if fmt not in writers:
         raise ValueError(f"unknown export format {fmt!r} (known: {', '.join(writers)})")
     return writers[fmt](conn, crawl_id_of(conn, crawl), out)
+
+
+def export_media(conn: sqlite3.Connection, crawl: str, fmt: Format, out: TextIO) -> int:
+    """Write the media index of crawl `crawl` to `out` as JSONL or CSV; return how many rows were written."""
+    if fmt not in ("jsonl", "csv"):
+        raise StoreError("the media index exports as jsonl or csv")
+    writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    if writer is not None:
+        writer.writerow(MEDIA_FIELDS)
+    count = 0
+    for media in media_rows(conn, crawl_id_of(conn, crawl)):
+        row = asdict(media)
+        row["fetched_at"] = _iso(row["fetched_at"])
+        if writer is None:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        else:
+            writer.writerow(row.values())
+        count += 1
+    return count
 
 
 def _iso(timestamp: float) -> str:

@@ -31,6 +31,7 @@ from ..models import Completion, NewURL, State
 from ..urls import fingerprint
 from .db import transaction
 from .index import capture_row, insert_captures
+from .media import insert_media, url_of
 
 Item = tuple[str, Completion, str]
 """(ingest key, completion, node id): the key is unique per stream entry, e.g. "p17:1700000000000-0"."""
@@ -120,6 +121,11 @@ def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item]) -> in
             ],
         )
         insert_captures(conn, crawl_id, [capture_row(c.capture, node, key) for key, c, node in fresh if c.capture])
+        for _key, c, node in fresh:
+            if c.media is not None:
+                if not c.media.page_url and c.entry.referrer_fp is not None:  # a node knows fingerprints only
+                    c.media.page_url = url_of(conn, crawl_id, c.entry.referrer_fp) or ""
+                insert_media(conn, crawl_id, [(c.entry.fp, c.media)], node)
         new = 0
         for completion in completions:  # in stream order: a retry and the done that followed it may share a batch
             moved = _complete(conn, crawl_id, completion, host_ids[completion.entry.host], seq, now)

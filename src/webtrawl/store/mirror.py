@@ -53,7 +53,8 @@ def _decode(text: str) -> str:
         return text
 
 
-def _safe_name(name: str) -> str:
+def safe_name(name: str) -> str:
+    """`name` as one file name that is safe on any POSIX file system (see above)."""
     name = _UNSAFE.sub(_escape, name)
     if name in (".", ".."):
         return name.replace(".", "%2E")
@@ -83,8 +84,8 @@ def mirror_path(url: str, content_type: str) -> PurePosixPath:
         name += "?" + _decode(parts.query)
     if content_type.split(";", 1)[0].strip().lower() in HTML_TYPES and not _HTML_NAME.search(name):
         name += ".html"
-    dirs = [_safe_name(segment) for segment in segments if segment]
-    return PurePosixPath(_safe_name(host), *dirs, _safe_name(name))
+    dirs = [safe_name(segment) for segment in segments if segment]
+    return PurePosixPath(safe_name(host), *dirs, safe_name(name))
 
 
 class Mirror:

@@ -162,4 +162,31 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX captures_size ON captures(crawl_id, size);
     CREATE INDEX captures_url ON captures(crawl_id, url);
     """,
+    # 5: media files (`store.media`), one row per media task that ended, keyed like its frontier entry.
+    """
+    CREATE TABLE media(
+        id INTEGER PRIMARY KEY,
+        crawl_id INTEGER NOT NULL REFERENCES crawls(id),
+        fp INTEGER NOT NULL,
+        task TEXT NOT NULL,
+        page_url TEXT NOT NULL,
+        url TEXT,
+        kind TEXT NOT NULL DEFAULT '',
+        content_type TEXT NOT NULL DEFAULT '',
+        path TEXT,
+        size INTEGER NOT NULL DEFAULT 0,
+        sha256 TEXT,
+        duplicate_of TEXT,
+        title TEXT,
+        artist TEXT,
+        album TEXT,
+        duration REAL,
+        fetched_at REAL NOT NULL,
+        resumes INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        node TEXT,
+        UNIQUE(crawl_id, fp)
+    );
+    CREATE INDEX media_sha256 ON media(crawl_id, sha256) WHERE sha256 IS NOT NULL;
+    """,
 )

@@ -1,0 +1,78 @@
+"""Media collection in a distributed crawl: a coordinator and a worker, as real processes, on a local Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.processes import coordinator, wait_for_crawl, worker
+from tests.redis_servers import RedisServer
+from tests.sites import music_resolver
+from tests.sites.music import MusicSite
+
+
+class ThreadedMusicSite:
+    """The music site served from a thread, for tests whose crawlers are other processes."""
+
+    def __init__(self) -> None:
+        self.site = MusicSite()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+
+    async def _serve(self) -> None:
+        async with self.site:
+            self._ready.set()
+            while not self._stop.is_set():
+                await asyncio.sleep(0.05)
+
+    def __enter__(self) -> MusicSite:
+        self._thread.start()
+        assert self._ready.wait(20)
+        return self.site
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+class Seeds:
+    def __init__(self, url: str) -> None:
+        self.seeds = [url]
+
+
+@pytest.mark.slow
+def test_a_coordinator_and_a_worker_collect_every_track_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plugins = music_resolver.install(tmp_path / "plugins")
+    monkeypatch.setenv("PYTHONPATH", f"{plugins}:{Path.cwd()}")
+    with ThreadedMusicSite() as site, RedisServer() as server:
+        coord = coordinator(Seeds(site.url + "/"), server.url, tmp_path / "coord", "--media", "audio,video")  # type: ignore[arg-type]
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w1")
+        code, _stdout, stderr = coord.finish()
+        assert code == 0, stderr
+        code, _out, stderr = helper.finish()
+        assert code == 0, stderr
+        expected = {url for urls in site.expected.values() for url in urls}
+        sha = {site.url + track.path: track.sha256 for track in site.tracks.values()}
+        sha[site.url + "/files/clip.vtt"] = site.served("/files/clip.vtt").sha256
+        signed = {f"musicsite:{track_id}": track.sha256 for track_id, track in site.signed_tracks.items()}
+    db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
+    rows = db.execute("SELECT task, url, sha256, path, node, error, page_url FROM media").fetchall()
+    db.close()
+    assert [row for row in rows if row[5]] == []
+    homes = {"node-01": tmp_path / "coord", "node-02": tmp_path / "w1"}
+    by_task = {task: (url, digest, path, node, page) for task, url, digest, path, node, _error, page in rows}
+    assert len(by_task) == len(rows)
+    assert {url for task, (url, *_rest) in by_task.items() if task.startswith("generic:")} == expected
+    for task, (url, digest, path, node, page) in by_task.items():
+        assert digest == (signed[task] if task in signed else sha[url])
+        assert page.startswith(site.url + "/")
+        if path is not None:
+            assert hashlib.sha256((homes[node] / path).read_bytes()).hexdigest() == digest
+    assert set(signed) <= set(by_task)
