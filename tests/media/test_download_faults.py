@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from tests.crawls import fast_config
 from tests.media.test_media_crawl import recorded, sha256
@@ -169,3 +170,30 @@ async def test_a_long_download_does_not_hold_up_the_pages_of_its_host(tmp_path: 
     pages_done = max(hit.time for hit in hits if hit.path.startswith("/page"))
     assert len({hit.path for hit in hits if hit.path.startswith("/page")}) == 12
     assert pages_done - started < 1.0  # one slot per host, yet every page came while the file hung
+
+
+async def test_media_on_private_addresses_are_refused_even_through_a_redirect(tmp_path: Path) -> None:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.path == "/album.html":
+            links = '<a href="/go.mp3">redirected</a> <a href="http://10.255.255.1/direct.mp3">direct</a>'
+            return web.Response(text=f"<!doctype html>{links}", content_type="text/html")
+        if request.path == "/go.mp3":
+            raise web.HTTPFound("http://169.254.169.254/latest/meta.mp3")
+        raise web.HTTPNotFound()
+
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        seed = f"http://127.0.0.1:{runner.addresses[0][1]}/album.html"
+        config = replace(
+            fast_config(seed, tmp_path, fetch=FetchConfig(max_attempts=1)), media=MediaConfig(kinds=("audio",))
+        )
+        await Crawler(config).run()
+    finally:
+        await runner.cleanup()
+    errors = {row.task.rsplit("/", 1)[1]: row.error for row in recorded(tmp_path)}
+    assert set(errors) == {"go.mp3", "direct.mp3"}
+    assert all(error is not None and error.startswith("blocked") for error in errors.values()), errors

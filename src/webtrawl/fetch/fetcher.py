@@ -123,9 +123,40 @@ class Fetcher:
                 HostCookieJar(unsafe=True),
                 limit=0,
                 timeout=aiohttp.ClientTimeout(sock_connect=config.connect_timeout, sock_read=config.read_timeout),
+                trace=self._hop_guard(),
             )
             self._media.headers.update({"Accept": "*/*", "Accept-Encoding": "identity"})
         return self._media
+
+    def _hop_guard(self) -> aiohttp.TraceConfig | None:
+        """Checks of the IP-literal hosts of a session that follows redirects (names meet the resolver's
+        guard when they connect; literals never reach it): the first request's and every hop's."""
+        guard = self._guard
+        if guard is None:
+            return None
+
+        def check(url: URL) -> None:
+            if reason := guard.check_host(url.raw_host or ""):
+                raise BlockedRequest(reason)
+
+        async def on_start(_s: object, _c: object, params: aiohttp.TraceRequestStartParams) -> None:
+            check(params.url)
+
+        async def on_redirect(_s: object, _c: object, params: aiohttp.TraceRequestRedirectParams) -> None:
+            location = params.response.headers.get("Location")
+            if location:
+                try:
+                    target = params.url.join(URL(location))
+                except ValueError:
+                    return  # aiohttp refuses it itself
+                if guard.check_host(target.raw_host or ""):
+                    params.response.close()
+                    check(target)
+
+        trace = aiohttp.TraceConfig()
+        trace.on_request_start.append(on_start)
+        trace.on_request_redirect.append(on_redirect)
+        return trace
 
     def _open_session(
         self,
@@ -396,11 +427,21 @@ _CONNECT_ERRNOS = {
 }
 
 
+class BlockedRequest(aiohttp.ClientError):
+    """A request (or redirect hop) to an address the private-network guard refuses; the reason says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def describe_error(exc: BaseException) -> tuple[str, bool]:
     """A short reason for a failed request, and whether trying again later may succeed.
 
     Order matters: aiohttp's exception classes overlap (its timeouts are connection errors too).
     """
+    if isinstance(exc, BlockedRequest):
+        return exc.reason, False
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return "connect timeout", True
     if isinstance(exc, aiohttp.SocketTimeoutError):
