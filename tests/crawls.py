@@ -93,12 +93,12 @@ def check_warcs(out: Path) -> int:
             for record in FastIterator(stream, parse_http=False):
                 assert record.verify_block_digest(), f"bad block digest in {file.name}"
     conn = connect(out)
-    for url, name, offset in conn.execute(
-        "SELECT url, warc_file, warc_offset FROM captures WHERE warc_file IS NOT NULL"
+    for url, name, offset, unchanged in conn.execute(
+        "SELECT url, warc_file, warc_offset, unchanged FROM captures WHERE warc_file IS NOT NULL"
     ):
         with (out / "warc" / name).open("rb") as stream:
             stream.seek(offset)
             record = next(iter(ArchiveIterator(stream)))
-            assert record.rec_type == "response"
+            assert record.rec_type == ("revisit" if unchanged else "response")
             assert record.rec_headers.get_header("WARC-Target-URI") == url
     return responses

@@ -8,7 +8,7 @@ from dataclasses import MISSING, fields
 import pytest
 
 from webtrawl.cluster.wire import VERSION, decode_completion, encode_completion
-from webtrawl.models import Capture, Completion, Entry, MediaFile, NewURL, WarcLocation
+from webtrawl.models import Capture, Completion, Entry, MediaFile, NewURL, Previous, WarcLocation
 from webtrawl.urls import fingerprint
 
 PAGE = "http://www.example.com/section/index.html"
@@ -34,6 +34,14 @@ def rich() -> Completion:
             referrer_fp=-(2**63),
             attempts=2,
             via=("http://www.example.com/old", "http://www.example.com/older"),
+            previous=Previous(
+                fetched_at=1_699_000_000.25,
+                digest="sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ",
+                etag='"v1"',
+                last_modified="Mon, 13 Nov 2023 10:00:00 GMT",
+                interval=3600.5,
+            ),
+            priority=0.125,
         ),
         verdict="done",
         reason="HTTP 200 after a retry",
@@ -64,6 +72,11 @@ def rich() -> Completion:
                 payload_digest="sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ",
             ),
             error="",
+            payload_digest="sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ",
+            unchanged=True,
+            simhash=-(2**63),
+            duplicate_of=42,
+            near_duplicate_of=-7,
         ),
         children=[
             child(1),
@@ -89,6 +102,8 @@ def rich() -> Completion:
             resumes=2,
             error="too large",
         ),
+        interval=5400.0,
+        due=1_700_005_400.5,
     )
 
 
@@ -110,7 +125,14 @@ def test_the_rich_completion_sets_every_field() -> None:
     """So a field added to the models and forgotten by the wire format fails the round trip."""
     completion = rich()
     assert completion.capture is not None
-    for obj in (completion, completion.entry, completion.capture, completion.capture.warc, completion.media):
+    for obj in (
+        completion,
+        completion.entry,
+        completion.entry.previous,
+        completion.capture,
+        completion.capture.warc,
+        completion.media,
+    ):
         assert left_at_default(obj) == set(), type(obj).__name__
     assert set.intersection(*(left_at_default(u) for u in completion.children)) == set()
 

@@ -13,17 +13,18 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import click
 from click.core import ParameterSource
 
 from . import __version__
 from .cluster.runs import crawl_status, print_nodes, print_status, run_coordinator, run_worker, send_control
-from .config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, ScopeConfig
+from .config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, RevisitConfig, ScopeConfig
 from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError
 from .frontier.bloom import first_capacity
@@ -35,10 +36,34 @@ from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
 from .store.export import export_media
 from .store.media import media_counts
+from .store.schedule import due_counts
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
 from .web.site import Site
 
 USAGE_ERRORS = (ConfigError, InvalidURL, StoreError)
+
+
+class Duration(click.ParamType):
+    """Seconds, or a number with a unit: 90s, 15m, 6h, 30d."""
+
+    name = "duration"
+    _UNITS: ClassVar[dict[str, int]] = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        text = str(value).strip().lower()
+        unit = self._UNITS.get(text[-1:], None)
+        try:
+            seconds = float(text[:-1] if unit else text) * (unit or 1)
+        except ValueError:
+            self.fail(f"{value!r} is not a duration (a number of seconds, or with s, m, h or d: 6h)", param, ctx)
+        if seconds < 0:
+            self.fail(f"{value!r} is negative", param, ctx)
+        return seconds
+
+
+DURATION = Duration()
 T = TypeVar("T")
 
 
@@ -172,6 +197,21 @@ def main() -> None:
     metavar="NAME",
     help="Use only these media resolvers (repeatable; 'generic' is the built-in one; default: all installed).",
 )
+@click.option("--recrawl", is_flag=True, help="Fetch again, conditionally, the pages whose revisit is due.")
+@click.option(
+    "--every", type=DURATION, metavar="DURATION", help="With --recrawl: keep going, a pass every 6h (s/m/h/d)."
+)
+@click.option(
+    "--min-interval", type=DURATION, metavar="DURATION", help="Shortest revisit interval, and the first [1h]."
+)
+@click.option("--max-interval", type=DURATION, metavar="DURATION", help="Longest revisit interval [30d].")
+@click.option(
+    "--order",
+    type=click.Choice(["bfs", "importance"]),
+    help="Within a depth: arrival order (bfs, the default) or most linked-to first (importance, OPIC).",
+)
+@click.option("--skip-near-duplicates", is_flag=True, help="Do not follow links of near-duplicate pages (SimHash).")
+@click.option("--near-distance", type=int, help="SimHash bits two near-duplicates may differ in [3].")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display; only the final summary line.")
 @click.option("--verbose", "-v", is_flag=True, help="Log details to stderr.")
 @click.option(
@@ -240,12 +280,22 @@ def crawl(
             _finish(report, quiet)
             print_nodes(nodes)
             return
-        crawler = Crawler(config)
-        progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
-        try:
-            report = asyncio.run(_run(crawler, progress))
-        except USAGE_ERRORS as exc:
-            _fail(str(exc))
+        every = config.revisit.every
+        while True:
+            crawler = Crawler(config)
+            progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
+            try:
+                report = asyncio.run(_run(crawler, progress))
+            except USAGE_ERRORS as exc:
+                _fail(str(exc))
+            if every is None or report.outcome != "finished":
+                break
+            _finish(report, quiet, final=False)
+            click.echo(f"next re-crawl pass in {every:g} s (Ctrl-C to stop)", err=True)
+            try:
+                time.sleep(every)
+            except KeyboardInterrupt:
+                sys.exit(130)
         _finish(report, quiet)
 
 
@@ -262,8 +312,8 @@ def _dashboard_beside(
     return dashboard.beside()
 
 
-def _finish(report: CrawlReport, quiet: bool) -> None:
-    """Print the report; exit 130 when interrupted, 1 when nothing was fetched."""
+def _finish(report: CrawlReport, quiet: bool, *, final: bool = True) -> None:
+    """Print the report; exit 130 when interrupted, 1 when nothing was fetched (unless not `final`)."""
     if quiet:
         click.echo(
             f"{report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
@@ -272,6 +322,8 @@ def _finish(report: CrawlReport, quiet: bool) -> None:
         )
     else:
         print_report(report)
+    if not final:
+        return
     if report.outcome == "interrupted":
         click.echo("interrupted: run the same command again to resume", err=True)
         sys.exit(130)
@@ -350,6 +402,13 @@ _FLAG_FIELDS: dict[str, tuple[str | None, str, Callable[[Any], Any]]] = {
     "max_time": (None, "max_time", _same),
     "warc_size": (None, "warc_size", _same),
     "mirror": (None, "mirror", _same),
+    "recrawl": ("revisit", "recrawl", _same),
+    "every": ("revisit", "every", _same),
+    "min_interval": ("revisit", "min_interval", _same),
+    "max_interval": ("revisit", "max_interval", _same),
+    "order": (None, "order", _same),
+    "skip_near_duplicates": (None, "skip_near_duplicates", _same),
+    "near_distance": (None, "near_distance", _same),
     "media_kinds": ("media", "kinds", lambda kinds: tuple(k.strip() for k in kinds.split(",") if k.strip())),
     "media_max_size": ("media", "max_size", lambda n: n or None),
     "media_concurrency": ("media", "concurrency", _same),
@@ -369,7 +428,7 @@ def _build_config(
         raise ConfigError("--retries must be ≥ 0")
     ctx = click.get_current_context()
     given = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
-    parts: dict[str, dict[str, Any]] = {"scope": {}, "fetch": {}, "politeness": {}, "media": {}}
+    parts: dict[str, dict[str, Any]] = {"scope": {}, "fetch": {}, "politeness": {}, "media": {}, "revisit": {}}
     settings: dict[str, Any] = {"seeds": seeds, "out": out, "name": name}
     for flag, value in flags.items():
         if (config_file is not None and ctx.get_parameter_source(flag) not in given) or value is None:
@@ -384,6 +443,7 @@ def _build_config(
         fetch=FetchConfig(**parts["fetch"]),
         politeness=PolitenessConfig(**parts["politeness"]),
         media=MediaConfig(**parts["media"]),
+        revisit=RevisitConfig(**parts["revisit"]),
     )
 
 
@@ -408,6 +468,7 @@ def status(directory: Path | None, name: str, redis_url: str | None) -> None:
             "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM captures WHERE crawl_id = ?", (crawl_id,)
         ).fetchone()
         media = media_counts(conn, crawl_id)
+        due = due_counts(conn, crawl_id, time.time())
     except USAGE_ERRORS as exc:
         _fail(str(exc))
     labels = ("waiting", "running", "done", "failed")
@@ -419,6 +480,12 @@ def status(directory: Path | None, name: str, redis_url: str | None) -> None:
         click.echo(
             f"  {'media':8} {media['stored']:>10,}  ({media['bytes']:,} bytes; {media['duplicates']:,} duplicates, "
             f"{media['failed']:,} failed)"
+        )
+    if due.total:
+        upcoming = "" if due.next_at is None else f"; next at {_when(due.next_at)}"
+        click.echo(
+            f"  {'revisits':8} {due.now:>10,} due now, {due.within_hour:,} within an hour, "
+            f"{due.within_day:,} within a day, {due.later:,} later{upcoming} (webtrawl crawl … --recrawl)"
         )
 
 
@@ -475,6 +542,10 @@ def export(directory: Path, fmt: str, name: str, output: Path | None, media: boo
         _fail(f"cannot write {output}: {exc.strerror}")
     except USAGE_ERRORS as exc:
         _fail(str(exc))
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
 def _setup_logging(verbose: bool) -> None:

@@ -312,6 +312,32 @@ class PolitenessConfig:
             raise ConfigError(f"min-delay ({self.min_delay}) must not exceed max-delay ({self.max_delay})")
 
 
+@dataclass(frozen=True, kw_only=True)
+class RevisitConfig:
+    """When fetched pages are due again (`--recrawl`): an adaptive interval per URL (see `revisits`)."""
+
+    recrawl: bool = False
+    """Re-queue the URLs that are due when the run starts, and fetch them conditionally."""
+    every: float | None = None
+    """Seconds between two re-crawl passes of a run that keeps going (`--every 6h`); None: one pass."""
+    min_interval: float = 3600.0
+    """The shortest revisit interval, and the first one a URL gets."""
+    max_interval: float = 30 * 86400.0
+
+    def __post_init__(self) -> None:
+        _positive("every", self.every, allow_none=True)
+        _positive("min-interval", self.min_interval, allow_zero=True)
+        _positive("max-interval", self.max_interval, allow_zero=True)
+        if self.min_interval > self.max_interval:
+            raise ConfigError(
+                f"min-interval ({self.min_interval:g} s) must not exceed max-interval ({self.max_interval:g} s)"
+            )
+        if self.every is not None and not self.recrawl:
+            raise ConfigError("--every repeats re-crawls: give --recrawl with it")
+
+
+Order = Literal["bfs", "importance"]
+
 MEDIA_KINDS = ("audio", "video")
 
 
@@ -352,6 +378,13 @@ class CrawlConfig:
     fetch: FetchConfig = field(default_factory=FetchConfig)
     politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
     media: MediaConfig = field(default_factory=MediaConfig)
+    revisit: RevisitConfig = field(default_factory=RevisitConfig)
+    order: Order = "bfs"
+    """Hand-out order within a depth: arrival ("bfs"), or most important first ("importance": OPIC cash)."""
+    skip_near_duplicates: bool = False
+    """Do not follow the links of a page whose text is a near-duplicate of an earlier page's (a trap guard)."""
+    near_distance: int = 3
+    """Most differing SimHash bits for two pages to count as near-duplicates."""
     concurrency: int = 32
     max_pages: int | None = None
     """Pages fetched by the whole crawl (all runs together), not by this run."""
@@ -370,6 +403,10 @@ class CrawlConfig:
         _positive("max-pages", self.max_pages, allow_none=True)
         _positive("max-time", self.max_time, allow_none=True)
         _positive("warc-size", self.warc_size)
+        if self.order not in ("bfs", "importance"):
+            raise ConfigError(f"order {self.order!r} must be bfs or importance")
+        if not 0 <= self.near_distance <= 15:
+            raise ConfigError(f"near-distance {self.near_distance} must be between 0 and 15")
 
     def identity(self, normalized_seeds: list[str], normalization_version: int) -> dict[str, Any]:
         """What makes this crawl this crawl: compared on resume."""
@@ -389,7 +426,13 @@ class CrawlConfig:
             data = tomllib.loads(Path(path).read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from None
-        parts = {"scope": ScopeConfig, "fetch": FetchConfig, "politeness": PolitenessConfig, "media": MediaConfig}
+        parts = {
+            "scope": ScopeConfig,
+            "fetch": FetchConfig,
+            "politeness": PolitenessConfig,
+            "media": MediaConfig,
+            "revisit": RevisitConfig,
+        }
         for key in parts:  # a part given as a dict overrides the file's table field by field
             if isinstance(overrides.get(key), dict):
                 table = data.get(key, {})

@@ -188,7 +188,16 @@ class Crawler:
             lock.release()
 
     async def _open_frontier(self, db: Database, crawl_id: int, politeness: Politeness, budgets: Budgets) -> Frontier:
-        return await SqliteFrontier.open(db, crawl_id, politeness, budgets=budgets)
+        config = self.config
+        return await SqliteFrontier.open(
+            db,
+            crawl_id,
+            politeness,
+            budgets=budgets,
+            importance=config.order == "importance",
+            recrawl=config.revisit.recrawl,
+            near_distance=config.near_distance,
+        )
 
     async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
         return await fetch_robots(fetcher, host, self.config.fetch.user_agent)
@@ -448,7 +457,8 @@ def _archive(batch: list[PageResult], warc: WarcWriter, mirror: Mirror | None) -
     for result in batch:
         capture: Capture | None = result.completion.capture
         if result.outcome is not None and capture is not None:
-            capture.warc = warc.write(result.outcome)
+            revisit = result.completion.entry.previous if capture.unchanged else None
+            capture.warc = warc.write(result.outcome, revisit)
             if mirror is not None and result.decoded is not None:
                 mirror.write(capture.url, capture.content_type, result.decoded)
     return warc.flush()

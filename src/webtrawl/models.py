@@ -43,6 +43,19 @@ class NewURL:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Previous:
+    """What the last fetch of a URL left behind: the validators of a conditional re-fetch, the content it
+    had (to tell a change), and the revisit interval the schedule had reached."""
+
+    fetched_at: float
+    digest: str | None = None
+    """The payload digest (as WARC-Payload-Digest writes it) of the last body received."""
+    etag: str | None = None
+    last_modified: str | None = None
+    interval: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Entry:
     """A URL handed out by the frontier; it must come back through `Frontier.complete`."""
 
@@ -55,6 +68,10 @@ class Entry:
     attempts: int
     """Fetch attempts already made before this one (0 on the first)."""
     via: tuple[str, ...] = ()
+    previous: Previous | None = None
+    """Set when the URL was fetched before (a re-crawl): the request is conditional."""
+    priority: float = 0.0
+    """Its importance when handed out (OPIC cash; 0 unless the crawl orders by importance)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +186,16 @@ class Capture:
     elapsed: float = 0.0
     warc: WarcLocation | None = None
     error: str | None = None
+    payload_digest: str | None = None
+    """SHA-1 of the body as received (as WARC-Payload-Digest writes it), for change and duplicate checks."""
+    unchanged: bool = False
+    """A re-fetch that brought the same content (a 304, or the same digest): archived as a revisit record."""
+    simhash: int | None = None
+    """SimHash of the page's text, for near-duplicates (None when the text is too short to judge)."""
+    duplicate_of: int | None = None
+    """Fingerprint of the first URL whose content had the same digest."""
+    near_duplicate_of: int | None = None
+    """Fingerprint of an earlier page whose text is within the near-duplicate distance."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -220,3 +247,6 @@ class Completion:
     """Links the scope refused: (url, reason)."""
     media: MediaFile | None = None
     """For a media task (an entry of kind "media"): the file it collected."""
+    interval: float | None = None
+    """The URL's revisit interval from now on (seconds), and when it is next due (epoch seconds)."""
+    due: float | None = None

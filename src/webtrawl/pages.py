@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from .config import CrawlConfig, FetchConfig
@@ -18,17 +19,23 @@ from .fetch.politeness import Politeness
 from .fetch.robots import tag_directives
 from .media.resolvers import Page as MediaPage
 from .media.resolvers import Registry
-from .models import Capture, Completion, Entry, FetchOutcome, NewURL, ParsedPage
+from .models import Capture, Completion, Entry, FetchOutcome, NewURL, ParsedPage, Previous
 from .parse.decode import decompress, sniff_charset, to_text
 from .parse.guarded import GuardedParser, ParseTimeout
+from .parse.simhash import hamming, simhash
+from .revisits import next_interval
 from .scope import Scope
 from .stats import Stats
 from .store.crawls import add_extra_host
 from .store.db import Database
+from .store.fingerprints import near_duplicate
+from .store.warc import sha1_digest
 from .urls import fingerprint, host_key, normalize, origin
 
 log = logging.getLogger(__name__)
 
+RECENT_SIMHASHES = 1024
+"""Pages whose SimHash `--skip-near-duplicates` compares in memory (the store has them once committed)."""
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
 """Content types parsed as HTML ('' = no Content-Type: browsers sniff, and so do we)."""
 
@@ -54,6 +61,18 @@ def retry_or_fail(fetch: FetchConfig, entry: Entry, reason: str, retry_after: fl
     return Completion(entry=entry, verdict="retry", reason=reason, not_before=time.time() + wait)
 
 
+def _conditional(previous: Previous | None) -> dict[str, str] | None:
+    """The validators of a re-fetch: a server that still has the same content answers 304."""
+    if previous is None:
+        return None
+    headers = {}
+    if previous.etag:
+        headers["If-None-Match"] = previous.etag
+    if previous.last_modified:
+        headers["If-Modified-Since"] = previous.last_modified
+    return headers or None
+
+
 class PageHandler:
     """Turns an `Entry` into a result for the committer."""
 
@@ -71,6 +90,7 @@ class PageHandler:
     ) -> None:
         """`media`: the resolvers that name the media of each page, when the crawl collects media."""
         self._media = media
+        self._recent: deque[tuple[int, int]] = deque(maxlen=RECENT_SIMHASHES)
         self._config = config
         self._scope = scope
         self._fetcher = fetcher
@@ -91,10 +111,12 @@ class PageHandler:
             if rules is not None and not rules.allowed(entry.url):
                 self._politeness.cancel(entry.host)
                 reason = "robots.txt unreachable" if rules.unreachable else "blocked by robots.txt"
-                return PageResult(Completion(entry=entry, verdict="failed", reason=reason))
+                return self._scheduled(PageResult(Completion(entry=entry, verdict="failed", reason=reason)))
             outcome = None
             try:
-                outcome = await self._fetcher.fetch(entry.url, any_type=entry.kind == "requisite")
+                outcome = await self._fetcher.fetch(
+                    entry.url, any_type=entry.kind == "requisite", headers=_conditional(entry.previous)
+                )
             finally:
                 self._politeness.release(
                     entry.host,
@@ -103,7 +125,7 @@ class PageHandler:
                     ip=outcome.ip if outcome else None,
                 )
             self._stats.record(outcome.status, len(outcome.body), outcome.error)
-            return await self._judge(entry, outcome)
+            return self._scheduled(await self._judge(entry, outcome))
         except Exception as exc:  # one URL's bug must not stop the crawl
             log.exception("error while handling %s", entry.url)
             return PageResult(Completion(entry=entry, verdict="failed", reason=f"internal error: {exc!r}"[:300]))
@@ -129,6 +151,17 @@ class PageHandler:
         )
         archived = outcome if outcome.status is not None else None
         status = outcome.status
+        previous = entry.previous
+        if status is not None:
+            capture.payload_digest = sha1_digest(outcome.body)
+        if previous is not None and (
+            status == 304 or (status == 200 and not outcome.truncated and capture.payload_digest == previous.digest)
+        ):
+            # Nothing new: no parse, no links (the first fetch's are in the frontier), no text to index again.
+            capture.unchanged, capture.payload_digest = True, previous.digest
+            capture.etag = capture.etag or previous.etag
+            capture.last_modified = capture.last_modified or previous.last_modified
+            return PageResult(Completion(entry=entry, verdict="done", capture=capture), archived)
         if outcome.retryable or status is None:
             reason = outcome.error or f"HTTP {status}"
             if outcome.retryable:
@@ -153,10 +186,34 @@ class PageHandler:
                 return PageResult(completion, archived)
             self._apply_robots_tag(outcome, page)
             capture.title, capture.text = page.title, page.text
-            self._add_links(entry, page, completion)
+            capture.simhash = simhash(page.text)
+            if self._config.skip_near_duplicates and capture.simhash is not None:
+                capture.near_duplicate_of = await self._near_duplicate(entry.fp, capture.simhash)
+            if capture.near_duplicate_of is None:  # a near-duplicate's links lead where its twin's did
+                self._add_links(entry, page, completion)
             if self._media is not None:
                 self._add_media(entry, text, page, completion, self._media)
         return PageResult(completion, archived, decoded if self._config.mirror else None)
+
+    async def _near_duplicate(self, fp: int, simhash: int) -> int | None:
+        """An earlier page this one's text nearly equals: among the pages handled lately (their rows may not
+        be committed yet), then in the store."""
+        distance = self._config.near_distance
+        twin = next((other for other, h in self._recent if other != fp and hamming(h, simhash) <= distance), None)
+        if twin is None:
+            twin = await self.db.run(near_duplicate, self._crawl_id, simhash, fp, distance)
+        self._recent.append((fp, simhash))
+        return twin
+
+    def _scheduled(self, result: PageResult) -> PageResult:
+        """An ended fetch gets its revisit interval and due time (see `revisits`)."""
+        completion = result.completion
+        if completion.verdict != "retry" and completion.entry.kind != "media":
+            capture = completion.capture
+            changed = capture is None or not capture.unchanged
+            completion.interval = next_interval(self._config.revisit, completion.entry.previous, changed)
+            completion.due = time.time() + completion.interval
+        return result
 
     def _apply_robots_tag(self, outcome: FetchOutcome, page: ParsedPage) -> None:
         """`X-Robots-Tag` response headers count as `<meta name=robots>` does."""

@@ -60,6 +60,10 @@ async def run_coordinator(
 
     Returns the crawl's report and each node's final report.
     """
+    if config.revisit.recrawl or config.order != "bfs" or config.skip_near_duplicates:
+        raise ConfigError(
+            "--recrawl, --order importance and --skip-near-duplicates work on embedded crawls only, so far"
+        )
     client, sync = await _open(url)
     keys = Keys(config.name)
     lease = CoordinatorLease(client, keys, layout.lease_ttl)

@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from ..models import Capture, Completion, Entry, MediaFile, NewURL, WarcLocation
+from ..models import Capture, Completion, Entry, MediaFile, NewURL, Previous, WarcLocation
 
 VERSION = 1
 """The format written; entries of any other version are refused."""
@@ -27,6 +27,10 @@ _PLAIN_CAPTURE_FIELDS = (
     "etag", "last_modified", "ip", "ttfb", "elapsed", "error",
 )  # fmt: skip
 """Capture fields JSON carries as they are; `redirects`, the headers and `warc` need rebuilding."""
+_ADDED_CAPTURE_FIELDS = {
+    "payload_digest": None, "unchanged": False, "simhash": None, "duplicate_of": None, "near_duplicate_of": None,
+}  # fmt: skip
+"""Capture fields added to version 1 later, with the value an entry written before them reads as."""
 
 
 def encode_completion(completion: Completion, node: str) -> bytes:
@@ -53,13 +57,20 @@ def encode_completion(completion: Completion, node: str) -> bytes:
         "children": [[u.url, u.fp, u.host, u.depth, u.kind, u.referrer_fp, u.via] for u in completion.children],
         "drops": completion.drops,
     }
-    if completion.media is not None:  # an optional key: entries without one read as before
+    # Keys added to version 1 later are optional: entries written before them read as before.
+    if completion.media is not None:
         doc["media"] = asdict(completion.media)
+    if entry.previous is not None:
+        doc["previous"] = asdict(entry.previous)
+    if entry.priority:
+        doc["priority"] = entry.priority
+    if completion.due is not None:
+        doc["schedule"] = [completion.interval, completion.due]
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _encode_capture(capture: Capture) -> dict[str, Any]:
-    doc = {name: getattr(capture, name) for name in _PLAIN_CAPTURE_FIELDS}
+    doc = {name: getattr(capture, name) for name in (*_PLAIN_CAPTURE_FIELDS, *_ADDED_CAPTURE_FIELDS)}
     warc = capture.warc
     doc["redirects"] = capture.redirects
     doc["request_headers"] = capture.request_headers
@@ -96,6 +107,8 @@ def decode_completion(data: bytes) -> tuple[Completion, str]:
                 referrer_fp=referrer_fp,
                 attempts=attempts,
                 via=tuple(via),
+                previous=Previous(**doc["previous"]) if doc.get("previous") is not None else None,
+                priority=doc.get("priority", 0.0),
             ),
             verdict=doc["verdict"],
             reason=doc["reason"],
@@ -108,6 +121,8 @@ def decode_completion(data: bytes) -> tuple[Completion, str]:
             drops=[(url, reason) for url, reason in doc["drops"]],
             media=MediaFile(**doc["media"]) if doc.get("media") is not None else None,
         )
+        if doc.get("schedule") is not None:
+            completion.interval, completion.due = doc["schedule"]
         node = doc["node"]
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"malformed completion entry (wire format version {VERSION}): {exc!r}") from None
@@ -119,6 +134,7 @@ def decode_completion(data: bytes) -> tuple[Completion, str]:
 def _decode_capture(doc: dict[str, Any]) -> Capture:
     return Capture(
         **{name: doc[name] for name in _PLAIN_CAPTURE_FIELDS},
+        **{name: doc.get(name, default) for name, default in _ADDED_CAPTURE_FIELDS.items()},
         redirects=tuple(doc["redirects"]),
         request_headers=[(name, value) for name, value in doc["request_headers"]],
         response_headers=[(name, value) for name, value in doc["response_headers"]],

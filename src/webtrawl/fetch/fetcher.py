@@ -218,12 +218,15 @@ class Fetcher:
         host = authority[: authority.index("]") + 1] if authority.startswith("[") else authority.partition(":")[0]
         return self._resolver.cached(host)
 
-    async def fetch(self, url: str, *, any_type: bool = False, max_size: int | None = None) -> FetchOutcome:
+    async def fetch(
+        self, url: str, *, any_type: bool = False, max_size: int | None = None, headers: dict[str, str] | None = None
+    ) -> FetchOutcome:
         """GET `url` once, without following redirects, and report what happened.
 
         The body is read only for HTML (or a missing Content-Type, which the parser must sniff) unless
         `any_type` or the config's `fetch_non_html` asks for every type; it is cut after `max_size`
-        bytes (default: the config's). Never raises except `asyncio.CancelledError`.
+        bytes (default: the config's). `headers` go with this request only (a re-fetch's validators).
+        Never raises except `asyncio.CancelledError`.
         """
         session = self._session
         if session is None:
@@ -241,6 +244,8 @@ class Fetcher:
                 outcome.error = blocked
                 return outcome
             auth = self._auth.get(target.host_port_subcomponent or "") if self._auth else None
+            if headers:
+                auth = {**(auth or {}), **headers}
             reused: list[bool] = []
             try:
                 resp = await session.get(target, allow_redirects=False, headers=auth, trace_request_ctx=reused)

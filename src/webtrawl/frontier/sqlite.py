@@ -24,8 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..fetch.politeness import Politeness
-from ..models import Completion, Entry, NewURL, State
+from ..models import Completion, Entry, NewURL, Previous, State
 from ..store.db import Database, transaction
+from ..store.fingerprints import mark_duplicate, mark_near_duplicate
 from ..store.index import capture_row, insert_captures
 from ..store.media import insert_media
 from ..urls import fingerprint
@@ -44,11 +45,79 @@ _KNOWN_CHUNK = 500
 """Fingerprints looked up in one `IN (…)` query."""
 
 
+_SCHEDULE = """
+    UPDATE urls SET fetched_at = COALESCE(?, fetched_at), digest = COALESCE(?, digest), etag = COALESCE(?, etag),
+        last_modified = COALESCE(?, last_modified), interval = ?, next_due = ?
+    WHERE crawl_id = ? AND fp = ?
+"""
+
+
+def _superseding(item: Completion) -> bool:
+    capture = item.capture
+    return item.entry.previous is not None and capture is not None and not capture.unchanged and bool(capture.text)
+
+
+def _cash(item: Completion) -> list[tuple[int, float]]:
+    """OPIC: a completed page's importance, shared equally among the URLs it links to."""
+    children = {child.fp for child in item.children if child.kind != "media"}
+    if not children or item.entry.priority <= 0:
+        return []
+    share = item.entry.priority / len(children)
+    return [(fp, share) for fp in children]
+
+
+def _schedule(item: Completion) -> tuple[Any, ...]:
+    """What a URL keeps of an ended fetch: its validators and digest (of a response that had content to
+    compare: a 2xx or a 304), and its revisit schedule."""
+    capture = item.capture
+    kept = capture is not None and capture.status is not None and (200 <= capture.status < 300 or capture.status == 304)
+    if not kept:
+        return (capture.fetched_at if capture else None, None, None, None, item.interval, item.due)
+    assert capture is not None
+    return (capture.fetched_at, capture.payload_digest, capture.etag, capture.last_modified, item.interval, item.due)
+
+
+_ENTRY = "url, fp, depth, kind, referrer_fp, attempts, via, fetched_at, digest, etag, last_modified, interval, priority"
+_ORDER = "depth, priority DESC, id"
+"""The hand-out order of a host's waiting URLs (index `urls_waiting`): by depth, then importance (always 0
+unless the crawl orders by importance), then arrival."""
+_CASH = "UPDATE urls SET priority = priority + ? WHERE crawl_id = ? AND fp = ? AND state = 0"
+
+
+def _entry(host: str, row: Row) -> Entry:
+    url, fp, depth, kind, referrer, attempts, via, fetched, digest, etag, modified, interval, priority = row
+    return Entry(
+        url=url,
+        fp=fp,
+        host=host,
+        depth=depth,
+        kind=kind,
+        referrer_fp=referrer,
+        attempts=attempts,
+        via=tuple(json.loads(via)) if via else (),
+        previous=None
+        if fetched is None
+        else Previous(fetched_at=fetched, digest=digest, etag=etag, last_modified=modified, interval=interval),
+        priority=priority,
+    )
+
+
 class SqliteFrontier:
     """The `Frontier` of an embedded crawl."""
 
-    def __init__(self, db: Database, crawl_id: int, politeness: Politeness, *, budgets: Budgets | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        crawl_id: int,
+        politeness: Politeness,
+        *,
+        budgets: Budgets | None = None,
+        importance: bool = False,
+        near_distance: int = 3,
+    ) -> None:
         self._db = db
+        self._near_distance = near_distance
+        self._importance = importance
         self._crawl = crawl_id
         self._politeness = politeness
         self._budgets = budgets or Budgets(None, None)
@@ -64,21 +133,47 @@ class SqliteFrontier:
         self._running = 0
         self._done = 0
         self._seq = 0
+        self.revisited = 0
+        """URLs this run re-queued because their revisit was due."""
 
     @classmethod
     async def open(
-        cls, db: Database, crawl_id: int, politeness: Politeness, *, budgets: Budgets | None = None
+        cls,
+        db: Database,
+        crawl_id: int,
+        politeness: Politeness,
+        *,
+        budgets: Budgets | None = None,
+        importance: bool = False,
+        recrawl: bool = False,
+        near_distance: int = 3,
     ) -> SqliteFrontier:
         """Open the crawl's frontier; URLs a dead process left running go back to waiting.
 
         Without `budgets`, no budget applies; with them, their counters are rebuilt from the frontier.
+        `importance`: each completed page passes its importance on to its links (OPIC), which orders the
+        waiting URLs of a depth. `recrawl`: ended URLs whose revisit is due wait again (`revisited` says
+        how many).
         """
-        frontier = cls(db, crawl_id, politeness, budgets=budgets)
-        heads, retries, done, seq = await db.run(frontier._load, time.time())
+        frontier = cls(db, crawl_id, politeness, budgets=budgets, importance=importance, near_distance=near_distance)
+        now = time.time()
+        if recrawl:
+            frontier.revisited = await db.run(frontier._requeue_due, now)
+        heads, retries, done, seq = await db.run(frontier._load, now)
         frontier._hosts = HostQueue(heads)
         frontier._retry_at, frontier._done, frontier._seq = retries, done, seq
         politeness.on_ready = frontier._host_ready
         return frontier
+
+    def _requeue_due(self, conn: sqlite3.Connection, now: float) -> int:
+        """Ended URLs whose revisit is due (or that never got a due time: fetched before schedules) wait
+        again, with fresh attempts; media tasks are not revisited."""
+        with transaction(conn):
+            return conn.execute(
+                "UPDATE urls SET state = 0, not_before = 0, attempts = 0, updated_at = ? "
+                "WHERE crawl_id = ? AND state IN (2, 3) AND kind != 'media' AND (next_due IS NULL OR next_due <= ?)",
+                (now, self._crawl, now),
+            ).rowcount
 
     def _host_ready(self, host: str) -> None:
         host_id = self._host_ids.get(host)
@@ -131,7 +226,10 @@ class SqliteFrontier:
             conn.executemany(
                 _DROP, [(self._crawl, fingerprint(url), url[:MAX_STORED_URL], reason, None) for url, reason in drops]
             )
-            return self._insert_urls(conn, urls, seq, now)
+            changed = self._insert_urls(conn, urls, seq, now)
+            if self._importance:  # the importance the crawl starts from
+                conn.executemany(_CASH, [(1.0, self._crawl, u.fp) for u in urls if u.kind == "seed"])
+            return changed
 
     def _insert_urls(self, conn: sqlite3.Connection, urls: Sequence[NewURL], seq: int, now: float) -> list[Row]:
         """Insert new URLs within their budgets, lower the depth of waiting ones found closer; return
@@ -277,27 +375,15 @@ class SqliteFrontier:
             rows = [
                 row
                 for row in conn.execute(
-                    "SELECT url, fp, depth, kind, referrer_fp, attempts, via FROM urls "
-                    "WHERE host_id = ? AND state = 0 AND not_before <= ? ORDER BY depth, id LIMIT ?",
+                    f"SELECT {_ENTRY} FROM urls "
+                    f"WHERE host_id = ? AND state = 0 AND not_before <= ? ORDER BY {_ORDER} LIMIT ?",
                     (host_id, now, take + 1 + len(claimed)),
                 )
                 if row[1] not in claimed
             ]
             heads[host_id] = rows[take][2] if len(rows) > take else None
             host = self._host_names[host_id]
-            entries.extend(
-                Entry(
-                    url=url,
-                    fp=fp,
-                    host=host,
-                    depth=depth,
-                    kind=kind,
-                    referrer_fp=referrer,
-                    attempts=attempts,
-                    via=tuple(json.loads(via)) if via else (),
-                )
-                for url, fp, depth, kind, referrer, attempts, via in rows[:take]
-            )
+            entries.extend(_entry(host, row) for row in rows[:take])
         return entries, heads
 
     async def _wake_retries(self, now: float) -> None:
@@ -369,6 +455,15 @@ class SqliteFrontier:
                 "INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)",
                 [(crawl, item.entry.fp, child.fp) for item in batch for child in item.children],
             )
+            # A page re-fetched with new content is searched by its new text only (the old is in the archive).
+            conn.executemany(
+                "UPDATE captures SET text = '' WHERE crawl_id = ? AND fp = ? AND text != ''",
+                [(crawl, item.entry.fp) for item in batch if _superseding(item)],
+            )
+            for item in batch:
+                if item.capture is not None:
+                    mark_duplicate(conn, crawl, item.capture)
+                    mark_near_duplicate(conn, crawl, item.capture, self._near_distance)
             insert_captures(conn, crawl, [capture_row(item.capture) for item in batch if item.capture])
             insert_media(conn, crawl, [(item.entry.fp, item.media) for item in batch if item.media])
             conn.executemany(
@@ -387,6 +482,9 @@ class SqliteFrontier:
                     for url, reason in item.drops
                 ],
             )
+            conn.executemany(_SCHEDULE, [(*_schedule(item), crawl, item.entry.fp) for item in batch if item.due])
+            if self._importance:
+                conn.executemany(_CASH, [(share, crawl, fp) for item in batch for fp, share in _cash(item)])
             conn.executemany(
                 "INSERT INTO warc_files(crawl_id, name, committed_end) VALUES (?, ?, ?) "
                 "ON CONFLICT(crawl_id, name) DO UPDATE SET committed_end = excluded.committed_end",

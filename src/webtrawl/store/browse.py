@@ -29,6 +29,7 @@ from ..models import State
 from ..urls import fingerprint
 from .index import drop_counts, failure_counts, unindexed
 from .live import ACTIVE, STALE_AFTER, read_snapshot, stored_counts
+from .schedule import Due, due_counts
 
 Sort = Literal["fetched", "url", "size", "status"]
 SORT_KEYS: dict[str, tuple[str, ...]] = {
@@ -464,6 +465,8 @@ class Overview:
     pages_per_second: float
     """The current rate while the crawl runs, else captures over `elapsed`."""
     unindexed: int
+    due: Due
+    """Ended URLs by when their revisit is due (`--recrawl` fetches those due)."""
 
 
 def overview(conn: sqlite3.Connection, crawl_id: int) -> Overview:
@@ -508,6 +511,7 @@ def overview(conn: sqlite3.Connection, crawl_id: int) -> Overview:
         elapsed=elapsed,
         pages_per_second=rate,
         unindexed=unindexed(conn),
+        due=due_counts(conn, crawl_id, time.time()),
     )
 
 

@@ -18,9 +18,10 @@ from .db import transaction
 _COLUMNS = (
     "fp, url, fetched_at, status, content_type, size, truncated, title, text, location, redirects, "
     "request_headers, response_headers, etag, last_modified, payload_digest, ip, ttfb, elapsed, "
-    "warc_file, warc_offset, warc_length, error, node, ingest_key"
+    "warc_file, warc_offset, warc_length, error, unchanged, simhash, duplicate_of, near_duplicate_of, node, "
+    "ingest_key"
 )
-_INSERT = f"INSERT INTO captures(crawl_id, {_COLUMNS}) VALUES ({', '.join('?' * 26)})"
+_INSERT = f"INSERT INTO captures(crawl_id, {_COLUMNS}) VALUES ({', '.join('?' * 30)})"
 
 
 def capture_row(capture: Capture, node: str | None = None, ingest_key: str | None = None) -> tuple[Any, ...]:
@@ -45,7 +46,7 @@ def capture_row(capture: Capture, node: str | None = None, ingest_key: str | Non
         json.dumps(capture.response_headers),
         capture.etag,
         capture.last_modified,
-        warc.payload_digest if warc else None,
+        capture.payload_digest or (warc.payload_digest if warc else None),
         capture.ip,
         capture.ttfb,
         capture.elapsed,
@@ -53,6 +54,10 @@ def capture_row(capture: Capture, node: str | None = None, ingest_key: str | Non
         warc.offset if warc else None,
         warc.length if warc else None,
         capture.error,
+        capture.unchanged,
+        capture.simhash,
+        capture.duplicate_of,
+        capture.near_duplicate_of,
         node,
         ingest_key,
     )

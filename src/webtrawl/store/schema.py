@@ -189,4 +189,38 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX media_sha256 ON media(crawl_id, sha256) WHERE sha256 IS NOT NULL;
     """,
+    # 6: keeping a crawl fresh. A URL remembers its last fetch (validators for a conditional re-fetch, the
+    # digest to tell a change), its revisit schedule and its importance (OPIC cash, which orders a depth's
+    # waiting URLs under `--order importance`; it stays 0 otherwise, so one index serves both orders);
+    # captures say whether they brought new content and whose duplicate they are. `digests` finds the first
+    # URL with a body, `simhash_bands` the candidates of a near-duplicate (see `store.fingerprints`).
+    """
+    ALTER TABLE urls ADD COLUMN fetched_at REAL;
+    ALTER TABLE urls ADD COLUMN digest TEXT;
+    ALTER TABLE urls ADD COLUMN etag TEXT;
+    ALTER TABLE urls ADD COLUMN last_modified TEXT;
+    ALTER TABLE urls ADD COLUMN interval REAL;
+    ALTER TABLE urls ADD COLUMN next_due REAL;
+    ALTER TABLE urls ADD COLUMN priority REAL NOT NULL DEFAULT 0;
+    DROP INDEX urls_waiting;
+    CREATE INDEX urls_waiting ON urls(host_id, depth, priority DESC, id) WHERE state = 0;
+    CREATE INDEX urls_due ON urls(crawl_id, next_due) WHERE next_due IS NOT NULL;
+    ALTER TABLE captures ADD COLUMN unchanged INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE captures ADD COLUMN simhash INTEGER;
+    ALTER TABLE captures ADD COLUMN duplicate_of INTEGER;
+    ALTER TABLE captures ADD COLUMN near_duplicate_of INTEGER;
+    CREATE TABLE digests(
+        crawl_id INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        fp INTEGER NOT NULL,
+        PRIMARY KEY(crawl_id, digest)
+    ) WITHOUT ROWID;
+    CREATE TABLE simhash_bands(
+        crawl_id INTEGER NOT NULL,
+        band INTEGER NOT NULL,
+        fp INTEGER NOT NULL,
+        simhash INTEGER NOT NULL,
+        PRIMARY KEY(crawl_id, band, fp)
+    ) WITHOUT ROWID;
+    """,
 )

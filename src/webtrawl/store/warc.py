@@ -32,7 +32,7 @@ from isal import isal_zlib
 
 from .. import faults
 from ..errors import StoreError
-from ..models import FetchOutcome, WarcLocation
+from ..models import FetchOutcome, Previous, WarcLocation
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ _B32_PAIRS = [a + b for a in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for b in "ABCDEF
 _B32_SHIFTS = tuple(range(150, -1, -10))
 
 
-def _digest(*parts: bytes) -> str:
+def sha1_digest(*parts: bytes) -> str:
     """SHA-1 in base32, the form warcio writes and every WARC reader checks.
 
     A SHA-1 is 160 bits, exactly 32 base32 digits: read 10 bits (two digits) at a time from one integer,
@@ -190,12 +190,16 @@ class WarcWriter:
             self._file = open(path, "ab", buffering=_BUFFER)  # noqa: SIM115 - lives as long as the writer
             self._name, self._size = newest, ours[newest]
 
-    def write(self, outcome: FetchOutcome) -> WarcLocation:
+    def write(self, outcome: FetchOutcome, revisit: Previous | None = None) -> WarcLocation:
         """Append the response record and its request record; return where the response record is.
 
         The response block is the status line, the headers as received (see `_header_lines`) and the
         body as received; WARC-Truncated says why when it was cut. The request line is rebuilt from the
         URL (the client does not expose the bytes it sent) followed by the request headers it sent.
+
+        With `revisit` (a re-fetch that brought nothing new) the response is a revisit record instead:
+        status line and headers only, referring to the earlier capture — profile "server-not-modified" for
+        a 304, "identical-payload-digest" for a body equal to the one archived before.
         """
         if outcome.status is None:
             raise ValueError(f"no response to archive for {outcome.url}")
@@ -204,7 +208,7 @@ class WarcWriter:
         try:
             if self._file is None or self._size >= self._max_size:
                 self._rotate()
-            return self._append(outcome)
+            return self._append(outcome, revisit)
         except OSError as exc:
             self._failed = self._write_error(exc)
             raise StoreError(self._failed) from exc
@@ -217,7 +221,7 @@ class WarcWriter:
             )
         return f"cannot write the archive file {self._name}: {exc}"
 
-    def _append(self, outcome: FetchOutcome) -> WarcLocation:
+    def _append(self, outcome: FetchOutcome, revisit: Previous | None) -> WarcLocation:
         assert self._file is not None
         shared = [
             f"WARC-Date: {_warc_date(outcome.started_at)}",
@@ -229,18 +233,28 @@ class WarcWriter:
         response_id, body = _record_id(), outcome.body
         status_line = f"HTTP/{outcome.http_version} {outcome.status} {outcome.reason}"
         head = _encode_head([status_line, *_header_lines(outcome.headers)])
-        payload_digest = _digest(body)
-        lines = ["WARC-Type: response", f"WARC-Record-ID: {response_id}", *shared]
-        if outcome.truncated:
-            lines.append(f"WARC-Truncated: {outcome.truncated}")
-        lines += [f"WARC-Payload-Digest: {payload_digest}", f"WARC-Block-Digest: {_digest(head, body)}"]
+        if revisit is None:
+            payload_digest = sha1_digest(body)
+            lines = ["WARC-Type: response", f"WARC-Record-ID: {response_id}", *shared]
+            if outcome.truncated:
+                lines.append(f"WARC-Truncated: {outcome.truncated}")
+        else:
+            payload_digest, body = revisit.digest or sha1_digest(body), b""
+            profile = "server-not-modified" if outcome.status == 304 else "identical-payload-digest"
+            lines = ["WARC-Type: revisit", f"WARC-Record-ID: {response_id}", *shared]
+            lines += [
+                f"WARC-Profile: http://netpreserve.org/warc/1.1/revisit/{profile}",
+                f"WARC-Refers-To-Target-URI: {outcome.url}",
+                f"WARC-Refers-To-Date: {_warc_date(revisit.fetched_at)}",
+            ]
+        lines += [f"WARC-Payload-Digest: {payload_digest}", f"WARC-Block-Digest: {sha1_digest(head, body)}"]
         response = _record([*lines, "Content-Type: application/http; msgtype=response"], (head, body))
 
         request_line = f"GET {_request_target(outcome.url)} HTTP/1.1"
         head = _encode_head([request_line, *_header_lines(outcome.request_headers)])
         lines = ["WARC-Type: request", f"WARC-Record-ID: {_record_id()}", *shared]
         lines += [f"WARC-Concurrent-To: {response_id}", f"WARC-Payload-Digest: {_EMPTY_DIGEST}"]
-        lines += [f"WARC-Block-Digest: {_digest(head)}", "Content-Type: application/http; msgtype=request"]
+        lines += [f"WARC-Block-Digest: {sha1_digest(head)}", "Content-Type: application/http; msgtype=request"]
         request = _record(lines, (head,))
 
         offset = self._size
@@ -278,7 +292,7 @@ class WarcWriter:
             f"WARC-Record-ID: {self._warcinfo_id}",
             f"WARC-Date: {_warc_date(time.time())}",
             f"WARC-Filename: {name}",
-            f"WARC-Block-Digest: {_digest(info)}",
+            f"WARC-Block-Digest: {sha1_digest(info)}",
             "Content-Type: application/warc-fields",
         ]
         record = _record(lines, (info,))

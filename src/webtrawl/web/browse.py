@@ -103,6 +103,14 @@ class SearchOut(_Model):
     """Why the query could not be read (then `hits` is empty)."""
 
 
+class DueOut(_Model):
+    now: int
+    within_hour: int
+    within_day: int
+    later: int
+    next_at: float | None
+
+
 class OverviewOut(_Model):
     state: str
     done: int
@@ -120,6 +128,8 @@ class OverviewOut(_Model):
     elapsed: float
     pages_per_second: float
     unindexed: int
+    due: DueOut
+    """Ended URLs by when their revisit is due."""
 
 
 class LinkOut(_Model):
