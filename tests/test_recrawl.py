@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +15,7 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawls import check_warcs, fast_config
+from tests.test_cli import one_line_error, webtrawl
 from webtrawl import Crawler
 from webtrawl.config import CrawlConfig, PolitenessConfig, RevisitConfig
 from webtrawl.models import Previous
@@ -261,3 +263,24 @@ async def test_exact_and_near_duplicates_are_flagged_and_near_ones_not_followed(
     assert found["/near"][0] is None and found["/near"][1] in (a_fp, copy_fp)  # a twin of either
     assert found["/other"] == (None, None)
     assert "/from-near" not in found  # the near-duplicate's links were not followed
+
+
+async def test_status_shows_what_is_due_and_bad_schedule_flags_get_one_line(tmp_path: Path) -> None:
+    site = ChangingSite()
+    site.set("/", "home", links=("/a",))
+    site.set("/a", "a page")
+    async with serving(site):
+        code, _out, err = await webtrawl("crawl", site.url + "/", "--out", str(tmp_path), "-q", "--min-interval", "2h")
+        assert code == 0, err
+    code, shown, err = await webtrawl("status", str(tmp_path))
+    assert code == 0, err
+    assert re.search(r"revisits +0 due now, 0 within an hour, 2 within a day, 0 later; next at ", shown), shown
+    for flags, fragment in [
+        (["--every", "6h"], "--every repeats re-crawls: give --recrawl with it"),
+        (["--recrawl", "--min-interval", "2d", "--max-interval", "1d"], "must not exceed max-interval"),
+    ]:
+        code, _out, err = await webtrawl("crawl", "http://127.0.0.1:9/", "--out", str(tmp_path / "x"), *flags)
+        assert code == 2
+        one_line_error(err, fragment)
+    code, _out, err = await webtrawl("crawl", "http://127.0.0.1:9/", "--out", str(tmp_path), "--every", "soon")
+    assert code == 2 and "'soon' is not a duration" in err
