@@ -24,7 +24,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from ..config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, ScopeConfig
+from ..config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, RevisitConfig, ScopeConfig
 from ..errors import ConfigError
 from ..frontier.redis import Layout
 from ..store.crawls import differences
@@ -62,7 +62,9 @@ def config_from_document(document: dict[str, Any], **overrides: Any) -> CrawlCon
     values["scope"] = ScopeConfig(**_tuples(values["scope"]))
     values["fetch"] = FetchConfig(**_tuples(values["fetch"]))
     values["politeness"] = PolitenessConfig(**_tuples(values["politeness"]))
-    values["media"] = MediaConfig(**_tuples(values.get("media", {})))  # crawls created before media had none
+    # parts added later: a crawl created before them has none
+    values["media"] = MediaConfig(**_tuples(values.get("media", {})))
+    values["revisit"] = RevisitConfig(**_tuples(values.get("revisit", {})))
     values["seeds"] = tuple(values["seeds"])
     values.update(overrides)
     return CrawlConfig(**values)
