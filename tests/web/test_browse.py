@@ -10,7 +10,7 @@ import html
 import re
 import sqlite3
 import warnings
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -65,9 +65,15 @@ class Crawled:
     evil_origin: str
 
 
-async def _crawl(out: Path) -> Crawled:
+async def crawl_with_evil_site(
+    out: Path,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]] | None = None,
+    extra: tuple[str, ...] = (),
+) -> Crawled:
+    """Crawl the generated site and the hostile one (served by `handler`, `_evil` by default), seeded with
+    its home page and the `extra` paths."""
     app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", _evil)
+    app.router.add_route("*", "/{tail:.*}", handler or _evil)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
@@ -75,7 +81,8 @@ async def _crawl(out: Path) -> Crawled:
         evil = f"http://127.0.0.1:{runner.addresses[0][1]}"
         async with SiteServer() as server:
             config = fast_config(server.url, out, max_depth=server.site.deepest)
-            report = await Crawler(replace(config, seeds=(server.url, evil + "/"))).run()
+            seeds = (server.url, evil + "/", *(evil + path for path in extra))
+            report = await Crawler(replace(config, seeds=seeds)).run()
             assert report.outcome == "finished"
             return Crawled(out, server.site, evil)
     finally:
@@ -84,7 +91,7 @@ async def _crawl(out: Path) -> Crawled:
 
 @pytest.fixture(scope="module")
 def crawled(tmp_path_factory: pytest.TempPathFactory) -> Crawled:
-    return asyncio.run(_crawl(tmp_path_factory.mktemp("browse")))
+    return asyncio.run(crawl_with_evil_site(tmp_path_factory.mktemp("browse")))
 
 
 @pytest.fixture(scope="module")

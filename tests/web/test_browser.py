@@ -12,18 +12,13 @@ import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from aiohttp import web
 from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 
-from tests.crawls import fast_config
-from tests.sites import SiteServer
-from tests.web.test_browse import EVIL_TITLE, QUOTE_PATH, SCRIPT_PATH, Crawled, _evil, _ids
-from webtrawl import Crawler
+from tests.web.test_browse import EVIL_TITLE, QUOTE_PATH, SCRIPT_PATH, Crawled, _evil, _ids, crawl_with_evil_site
 from webtrawl.web.serve import Dashboard
 from webtrawl.web.site import Site
 
@@ -44,27 +39,9 @@ async def _scripted_or_evil(request: web.Request) -> web.StreamResponse:
     return await _evil(request)
 
 
-async def _crawl(out: Path) -> Crawled:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", _scripted_or_evil)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        evil = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        async with SiteServer() as server:
-            config = fast_config(server.url, out, max_depth=server.site.deepest)
-            seeds = (server.url, evil + "/", evil + SCRIPTED_PATH)
-            report = await Crawler(replace(config, seeds=seeds)).run()
-            assert report.outcome == "finished"
-            return Crawled(out, server.site, evil)
-    finally:
-        await runner.cleanup()
-
-
 @pytest.fixture(scope="module")
 def crawled(tmp_path_factory: pytest.TempPathFactory) -> Crawled:
-    return asyncio.run(_crawl(tmp_path_factory.mktemp("browser")))
+    return asyncio.run(crawl_with_evil_site(tmp_path_factory.mktemp("browser"), _scripted_or_evil, (SCRIPTED_PATH,)))
 
 
 @pytest.fixture(scope="module")
