@@ -222,18 +222,14 @@ class Crawler:
         outcome = "finished"
 
         async def handle(entry: Entry) -> None:
+            collecting = entry.kind == "media"
             try:
-                result = await handler.handle(entry)
+                result = await (media if collecting else handler).handle(entry)
             finally:
-                self.stats.fetching -= 1
-                self._wake.set()
-            await results.put(result)
-
-        async def collect(entry: Entry) -> None:
-            try:
-                result = await media.handle(entry)
-            finally:
-                self.stats.media_tasks -= 1
+                if collecting:
+                    self.stats.media_tasks -= 1
+                else:
+                    self.stats.fetching -= 1
                 self._wake.set()
             await results.put(result)
 
@@ -298,10 +294,9 @@ class Crawler:
                     for entry in entries:
                         if entry.kind == "media":
                             self.stats.media_tasks += 1
-                            task = tg.create_task(collect(entry))
                         else:
                             self.stats.fetching += 1
-                            task = tg.create_task(handle(entry))
+                        task = tg.create_task(handle(entry))
                         fetches.add(task)
                         task.add_done_callback(fetches.discard)
                     if frontier.exhausted() and not robots_pending:
