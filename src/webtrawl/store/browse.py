@@ -1,4 +1,4 @@
-"""What the dashboard's browsing views read: a crawl's totals, its captures page by page, search, one capture.
+"""What the dashboard's browsing views read: a crawl's captures page by page, search, one capture.
 
 The pages list pages with a keyset (the sort key of the last row shown, as an opaque cursor), never from
 an OFFSET, so the thousandth page costs what the first does: a range scan of its sort's index (migration
@@ -27,9 +27,7 @@ from typing import Any, Literal
 
 from ..models import State
 from ..urls import fingerprint
-from .index import drop_counts, failure_counts, unindexed
-from .live import ACTIVE, STALE_AFTER, read_snapshot, stored_counts
-from .schedule import Due, due_counts
+from .index import unindexed
 
 Sort = Literal["fetched", "url", "size", "status"]
 SORT_KEYS: dict[str, tuple[str, ...]] = {
@@ -437,82 +435,6 @@ def segments(marked: str, marks: tuple[str, str]) -> list[Segment]:
         elif part:
             out.append(Segment(part, inside))
     return out
-
-
-# -- overview ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Overview:
-    state: str
-    """What the crawl's process last said: running, paused, stopping, or how its last run ended; "not running"
-    when an active crawl stopped publishing (killed), "unknown" when it never published."""
-    done: int
-    waiting: int
-    running: int
-    failed: int
-    waiting_by_depth: dict[int, int]
-    captures: int
-    bytes: int
-    statuses: dict[int, int]
-    """Captures by HTTP status; 0 counts fetches that got no response."""
-    failures: dict[str, int]
-    drops: dict[str, int]
-    started_at: float
-    last_fetch_at: float | None
-    elapsed: float
-    """Seconds from the crawl's creation to now while it runs, else to its last fetch."""
-    pages_per_second: float
-    """The current rate while the crawl runs, else captures over `elapsed`."""
-    unindexed: int
-    due: Due
-    """Ended URLs by when their revisit is due (`--recrawl` fetches those due)."""
-
-
-def overview(conn: sqlite3.Connection, crawl_id: int) -> Overview:
-    """The crawl's totals. While its process runs, the URL counts and rate come from the snapshot it publishes
-    every second (URLs it has handed out are still `waiting` in the store until their batch commits)."""
-    (started_at,) = conn.execute("SELECT created_at FROM crawls WHERE id = ?", (crawl_id,)).fetchone()
-    # two queries, so each reads one index: (size) holds both count and total, (fetched_at) the last
-    captures, size = conn.execute(
-        "SELECT COUNT(*), TOTAL(size) FROM captures WHERE crawl_id = ?", (crawl_id,)
-    ).fetchone()
-    (last,) = conn.execute("SELECT MAX(fetched_at) FROM captures WHERE crawl_id = ?", (crawl_id,)).fetchone()
-    statuses = dict(
-        conn.execute(
-            "SELECT IFNULL(status, 0), COUNT(*) FROM captures WHERE crawl_id = ? GROUP BY IFNULL(status, 0)",
-            (crawl_id,),
-        ).fetchall()
-    )
-    published = read_snapshot(conn, crawl_id)
-    snap = published[1] if published else {}
-    live = bool(published and snap["state"] in ACTIVE and time.time() - published[0] < STALE_AFTER)
-    counts = snap["counts"] if live else stored_counts(conn, crawl_id)
-    if live:
-        elapsed, rate = time.time() - started_at, float(snap["pages_per_second"])
-    else:
-        elapsed = (last or started_at) - started_at
-        rate = captures / elapsed if elapsed > 0 else 0.0
-    state = snap["state"] if live or (snap and snap["state"] not in ACTIVE) else "not running" if snap else "unknown"
-    return Overview(
-        state=state,
-        done=int(counts["done"]),
-        waiting=int(counts["waiting"]),
-        running=int(counts["running"]),
-        failed=int(counts["failed"]),
-        waiting_by_depth={int(depth): n for depth, n in counts["waiting_by_depth"].items()},
-        captures=captures,
-        bytes=int(size),
-        statuses=statuses,
-        failures={reason or "(no reason)": n for reason, n in failure_counts(conn, crawl_id).items()},
-        drops=drop_counts(conn, crawl_id),
-        started_at=started_at,
-        last_fetch_at=last,
-        elapsed=elapsed,
-        pages_per_second=rate,
-        unindexed=unindexed(conn),
-        due=due_counts(conn, crawl_id, time.time()),
-    )
 
 
 # -- one capture -------------------------------------------------------------------------------------

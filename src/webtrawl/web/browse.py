@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from starlette.concurrency import run_in_threadpool
 
 from ..store import browse as store
+from ..store.overview import overview
 from .app import templates
 from .site import Site
 
@@ -184,7 +185,7 @@ class DetailOut(_Model):
 
 def _overview(request: Request) -> OverviewOut:
     with _site(request).reader() as (conn, crawl_id):
-        return OverviewOut.model_validate(store.overview(conn, crawl_id))
+        return OverviewOut.model_validate(overview(conn, crawl_id))
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
