@@ -270,24 +270,25 @@ def crawl(
     with contextlib.ExitStack() as stack:
         if serve_dashboard:
             stack.enter_context(_dashboard_beside(config, redis_url, port))
+        layout = None
         if redis_url is not None:
             layout = replace(
                 _layout(config, partitions, dedup, expected_urls, fp_rate, lease_ttl), partition_by=partition_by
             )
-            report, nodes = _run_distributed(
-                run_coordinator(config, redis_url, layout, fetch=not no_fetch, say=None if quiet else _say)
-            )
-            _finish(report, quiet)
-            print_nodes(nodes)
-            return
         every = config.revisit.every
         while True:
-            crawler = Crawler(config)
-            progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
-            try:
-                report = asyncio.run(_run(crawler, progress))
-            except USAGE_ERRORS as exc:
-                _fail(str(exc))
+            nodes: dict[str, dict[str, Any]] = {}
+            if redis_url is not None and layout is not None:
+                report, nodes = _run_distributed(
+                    run_coordinator(config, redis_url, layout, fetch=not no_fetch, say=None if quiet else _say)
+                )
+            else:
+                crawler = Crawler(config)
+                progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
+                try:
+                    report = asyncio.run(_run(crawler, progress))
+                except USAGE_ERRORS as exc:
+                    _fail(str(exc))
             if every is None or report.outcome != "finished":
                 break
             _finish(report, quiet, final=False)
@@ -297,6 +298,7 @@ def crawl(
             except KeyboardInterrupt:
                 sys.exit(130)
         _finish(report, quiet)
+        print_nodes(nodes)
 
 
 def _dashboard_beside(

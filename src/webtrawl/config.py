@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from . import __version__
 from .errors import ConfigError
 from .fetch.dns import MAX_TTL, MIN_TTL, parse_network, parse_pin
+from .parse.simhash import NEAR_DISTANCE
 
 ScopeMode = Literal["host", "domain", "prefix", "any"]
 
@@ -383,7 +384,7 @@ class CrawlConfig:
     """Hand-out order within a depth: arrival ("bfs"), or most important first ("importance": OPIC cash)."""
     skip_near_duplicates: bool = False
     """Do not follow the links of a page whose text is a near-duplicate of an earlier page's (a trap guard)."""
-    near_distance: int = 3
+    near_distance: int = NEAR_DISTANCE
     """Most differing SimHash bits for two pages to count as near-duplicates."""
     concurrency: int = 32
     max_pages: int | None = None

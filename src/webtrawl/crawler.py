@@ -38,6 +38,7 @@ from .scope import Scope
 from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs, open_crawl
 from .store.db import DB_NAME, Database, DirectoryLock, prepare_directory
+from .store.fingerprints import StoredTwins, Twins
 from .store.index import INDEX_CHUNK, drop_counts, failure_counts, index_text, status_counts
 from .store.live import clear_control, publish, snapshot, wal_size
 from .store.media import media_counts
@@ -163,6 +164,7 @@ class Crawler:
                         crawl_id,
                         self.stats,
                         media=registry if config.media.kinds else None,
+                        twins=self._twins(db, crawl_id),
                     )
                     media = MediaHandler(config, fetcher, politeness, db, crawl_id, registry, out, self.stats)
                     try:
@@ -201,6 +203,10 @@ class Crawler:
 
     async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
         return await fetch_robots(fetcher, host, self.config.fetch.user_agent)
+
+    def _twins(self, db: Database, crawl_id: int) -> Twins:
+        """Where `--skip-near-duplicates` finds earlier pages: this crawl's store."""
+        return StoredTwins(db, crawl_id)
 
     async def _crawl(
         self,

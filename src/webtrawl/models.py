@@ -74,6 +74,14 @@ class Entry:
     """Its importance when handed out (OPIC cash; 0 unless the crawl orders by importance)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Revisit:
+    """An ended URL due again (a re-crawl): its entry carries what its last fetch left (`previous`)."""
+
+    entry: Entry
+    ended: Literal["done", "failed"]
+
+
 @dataclass(frozen=True, slots=True)
 class Link:
     """A link found on a page: absolute, normalized, not yet checked against the scope."""

@@ -28,7 +28,7 @@ from .scope import Scope
 from .stats import Stats
 from .store.crawls import add_extra_host
 from .store.db import Database
-from .store.fingerprints import near_duplicate
+from .store.fingerprints import Twins
 from .store.warc import sha1_digest
 from .urls import fingerprint, host_key, normalize, origin
 
@@ -87,9 +87,12 @@ class PageHandler:
         stats: Stats,
         *,
         media: Registry | None = None,
+        twins: Twins,
     ) -> None:
-        """`media`: the resolvers that name the media of each page, when the crawl collects media."""
+        """`media`: the resolvers that name the media of each page, when the crawl collects media. `twins`:
+        where `--skip-near-duplicates` looks for earlier pages."""
         self._media = media
+        self._twins = twins
         self._recent: deque[tuple[int, int]] = deque(maxlen=RECENT_SIMHASHES)
         self._config = config
         self._scope = scope
@@ -201,7 +204,7 @@ class PageHandler:
         distance = self._config.near_distance
         twin = next((other for other, h in self._recent if other != fp and hamming(h, simhash) <= distance), None)
         if twin is None:
-            twin = await self.db.run(near_duplicate, self._crawl_id, simhash, fp, distance)
+            twin = await self._twins.find(fp, simhash, distance)
         self._recent.append((fp, simhash))
         return twin
 

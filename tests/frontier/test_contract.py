@@ -44,7 +44,11 @@ Reopen = Callable[[], Awaitable[Frontier]]
 
 @asynccontextmanager
 async def sqlite_backend(
-    tmp_path: Path, politeness: Politeness, budgets: tuple[int | None, int | None] = (None, None)
+    tmp_path: Path,
+    politeness: Politeness,
+    budgets: tuple[int | None, int | None] = (None, None),
+    *,
+    importance: bool = False,
 ) -> AsyncIterator[tuple[Frontier, Reopen]]:
     dbs: list[Database] = []
 
@@ -52,7 +56,7 @@ async def sqlite_backend(
         db = await Database(tmp_path / "crawl.db").open()
         dbs.append(db)
         crawl_id, _ = await db.run(open_crawl, "test", {"seeds": []})
-        return await SqliteFrontier.open(db, crawl_id, politeness, budgets=Budgets(*budgets))
+        return await SqliteFrontier.open(db, crawl_id, politeness, budgets=Budgets(*budgets), importance=importance)
 
     async def reopen() -> Frontier:
         await dbs[-1].close()  # no frontier.close(): running URLs stay running, as after a crash
@@ -64,7 +68,12 @@ async def sqlite_backend(
 
 @asynccontextmanager
 async def redis_backend(
-    tmp_path: Path, politeness: Politeness, budgets: tuple[int | None, int | None] = (None, None), *, url: str = ""
+    tmp_path: Path,
+    politeness: Politeness,
+    budgets: tuple[int | None, int | None] = (None, None),
+    *,
+    importance: bool = False,
+    url: str = "",
 ) -> AsyncIterator[tuple[Frontier, Reopen]]:
     """One node holding every partition of a crawl in a Redis (standalone or Cluster) emptied for the test."""
     keys = Keys("contract")
@@ -81,7 +90,7 @@ async def redis_backend(
         scripts = Scripts(sync)
         for p in range(layout.partitions):
             assert leases.acquire(scripts, p)
-        return RedisFrontier(client, keys, layout, leases, politeness)
+        return RedisFrontier(client, keys, layout, leases, politeness, importance=importance)
 
     async def reopen() -> Frontier:
         for p in range(layout.partitions):  # the dead node's leases expire (deleted instead of waiting)
@@ -144,11 +153,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path):
         delay: float = 0.0,
         robots_known: bool = True,
         budgets: tuple[int | None, int | None] = (None, None),
+        importance: bool = False,
     ):
         politeness = Politeness(
             PolitenessConfig(per_host=per_host, delay=delay), robots=ALLOW_ALL if robots_known else None
         )
-        return BACKENDS[request.param](tmp_path, politeness, budgets, **extra), politeness
+        return BACKENDS[request.param](tmp_path, politeness, budgets, importance=importance, **extra), politeness
 
     return make
 
@@ -194,6 +204,37 @@ async def test_per_host_smaller_depth_first(backend) -> None:
 
 def backend_release(frontier: Frontier, entry: Entry) -> None:
     frontier._politeness.release(entry.host)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("importance", [False, True], ids=["bfs", "importance"])
+async def test_importance_puts_the_url_most_linked_to_first_within_its_depth(backend, importance: bool) -> None:
+    """The seed links three sections; each links its own page and, after it, a page all three share. By
+    importance the shared page (half the seed's cash) goes before the others (a sixth each), although it
+    arrived after the first section's own page and gathered most of its cash while waiting."""
+    ctx, _ = backend(per_host=1, importance=importance)
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url("/", depth=0, kind="seed")])
+        [seed] = await frontier.claim(10)
+        await frontier.complete([done(seed, url("/s1"), url("/s2"), url("/s3"))], {})
+        backend_release(frontier, seed)
+        for _ in range(3):
+            [section] = await frontier.claim(10)
+            name = section.url.rsplit("/", 1)[1]
+            await frontier.complete([done(section, url(f"/{name}-own", depth=2), url("/shared", depth=2))], {})
+            backend_release(frontier, section)
+        order, cash = [], {}
+        for _ in range(4):
+            [entry] = await frontier.claim(10)
+            order.append(entry.url.rsplit("/", 1)[1])
+            cash[order[-1]] = entry.priority
+            await frontier.complete([done(entry)], {})
+            backend_release(frontier, entry)
+        if importance:
+            assert order[0] == "shared"
+            assert cash == pytest.approx({"shared": 1 / 2, "s1-own": 1 / 6, "s2-own": 1 / 6, "s3-own": 1 / 6})
+        else:
+            assert order[:2] == ["s1-own", "shared"]
+        assert sorted(order) == ["s1-own", "s2-own", "s3-own", "shared"]
 
 
 async def test_across_hosts_lowest_ready_depth_first(backend) -> None:

@@ -27,6 +27,7 @@ from redis.exceptions import ResponseError
 from ..config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, RevisitConfig, ScopeConfig
 from ..errors import ConfigError
 from ..frontier.redis import Layout
+from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import differences
 from ..store.db import Database
 from ..store.index import index_text
@@ -104,13 +105,19 @@ async def create_or_join(client: Any, keys: Keys, config: CrawlConfig, layout: L
             f"crawl {config.name!r} in Redis was started with other seeds or scope; "
             "use the same ones to rejoin it, or another --name"
         )
+    document, wanted = json.loads(document), json.loads(json.dumps(_config_document(config)))
     ignored = [
         change
-        for change in differences(json.loads(document), _config_document(config))
-        if not change.startswith(("concurrency:", "seeds:"))
+        for change in differences(document, wanted)
+        if not change.startswith(("concurrency:", "seeds:", "revisit."))
     ]
     if ignored:
         log.warning("crawl %r keeps the settings it was created with; ignored: %s", config.name, "; ".join(ignored))
+    if document.get("revisit") != wanted["revisit"]:
+        # Re-crawl settings belong to a run (`--recrawl`, `--every`, intervals): nodes that join from now on
+        # read them.
+        document["revisit"] = wanted["revisit"]
+        await client.hset(keys.meta, "config", json.dumps(document))
     return await load_crawl(client, keys, out=config.out, concurrency=config.concurrency)
 
 
@@ -162,7 +169,17 @@ class CoordinatorLease:
 class Gatherer:
     """Moves results from the partitions' streams into the coordinator's database."""
 
-    def __init__(self, client: Any, keys: Keys, layout: Layout, db: Database, crawl_id: int, consumer: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        keys: Keys,
+        layout: Layout,
+        db: Database,
+        crawl_id: int,
+        consumer: str,
+        near_distance: int = NEAR_DISTANCE,
+    ) -> None:
+        self._near_distance = near_distance
         self._client = client
         self._keys = keys
         self._layout = layout
@@ -208,7 +225,7 @@ class Gatherer:
             elif b"d" in fields:
                 drops.extend(json.loads(fields[b"d"]))
         if items:
-            await self._db.run(ingest, self._crawl, items)
+            await self._db.run(ingest, self._crawl, items, self._near_distance)
         if drops:
             await self._db.run(ingest_drops, self._crawl, drops)
         await persist("acknowledging results", lambda: self._client.xack(stream, GROUP, *ids))

@@ -71,3 +71,8 @@ class Keys:
     def robots(self, host: str) -> str:
         """String: a host's robots.txt as one node fetched it, for every node (`--partition-by url`)."""
         return f"{{{self.name}:robots:{host}}}"
+
+    def simhash_band(self, band: int) -> str:
+        """String: the (SimHash, fingerprint) pairs of the pages in one band, appended by every node
+        (`cluster.twins`, with `--skip-near-duplicates`)."""
+        return f"{{{self.name}:sim:{band}}}"

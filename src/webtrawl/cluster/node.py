@@ -32,10 +32,12 @@ from ..frontier.budgets import Budgets
 from ..frontier.redis import Layout, RedisFrontier
 from ..frontier.scripts import Scripts
 from ..store.db import Database, transaction
+from ..store.fingerprints import Twins
 from .hostlimits import SharedHostLimits, SharedRobots
 from .keys import Keys
 from .leases import Leases, read_partitions
 from .redisconn import persist
+from .twins import RedisTwins
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +193,7 @@ class NodeCrawler(Crawler):
             politeness,
             save_checkpoint=save_checkpoint,
             host_limits=limits,
+            importance=self.config.order == "importance",
         )
         loop = asyncio.get_running_loop()
 
@@ -210,6 +213,10 @@ class NodeCrawler(Crawler):
         self.heartbeat.start()
         return frontier
 
+    def _twins(self, db: Database, crawl_id: int) -> Twins:
+        """Earlier pages of every node: in Redis."""
+        return RedisTwins(self._client, self._keys)
+
     async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
         if self._robots is None:
             return await super()._robots_rules(fetcher, host)
@@ -225,7 +232,8 @@ class NodeCrawler(Crawler):
             self._told_to_stop = True
             self.stop()
         if self.heartbeat is not None:
-            self.heartbeat.state = "paused" if command == "pause" else "stopping" if command == "stop" else "running"
+            states = {"pause": "paused", "stop": "stopping", "idle": "idle"}
+            self.heartbeat.state = states.get(command, "running")
 
     def node_stats(self) -> dict[str, Any]:
         """What the heartbeat publishes (read on the heartbeat thread: plain counters only)."""

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -24,9 +25,10 @@ from ..frontier.redis import Layout, RedisFrontier
 from ..models import NewURL
 from ..stats import CrawlReport
 from ..store.crawls import open_crawl
-from ..store.db import DB_NAME, Database, DirectoryLock, prepare_directory
+from ..store.db import DB_NAME, Database, DirectoryLock, prepare_directory, transaction
 from ..store.index import drop_counts, failure_counts, status_counts
 from ..store.ingest import settle_unreached
+from ..store.schedule import due_revisits, mark_waiting
 from ..urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
 from .coordinator import CoordinatorLease, Gatherer, create_or_join, load_crawl, scan, watch_for_end
 from .keys import Keys
@@ -58,12 +60,10 @@ async def run_coordinator(
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
     """Create or rejoin the crawl, crawl as a node (unless `fetch` is off), gather results until it ends.
 
-    Returns the crawl's report and each node's final report.
+    Returns the crawl's report and each node's final report. With `--every`, a pass that finds nothing left
+    to do leaves the crawl "idle" instead of finished: workers stay, and the next pass (`--recrawl` again)
+    re-queues the URLs due by then.
     """
-    if config.revisit.recrawl or config.order != "bfs" or config.skip_near_duplicates:
-        raise ConfigError(
-            "--recrawl, --order importance and --skip-near-duplicates work on embedded crawls only, so far"
-        )
     client, sync = await _open(url)
     keys = Keys(config.name)
     lease = CoordinatorLease(client, keys, layout.lease_ttl)
@@ -98,10 +98,28 @@ async def _coordinate(
     try:
         seeds = [normalize(seed) for seed in config.seeds]
         crawl_id, _ = await db.run(open_crawl, config.name, config.identity(seeds, NORMALIZATION_VERSION))
-        gatherer = Gatherer(client, keys, layout, db, crawl_id, consumer=f"coordinator-{lease.token[:8]}")
-        await _add_seeds(client, keys, layout, config, seeds)
-        # A new run: a crawl stopped (or over) before runs again, and reports are this run's.
-        if await client.get(keys.control) in (b"stop", b"finished"):
+        gatherer = Gatherer(
+            client,
+            keys,
+            layout,
+            db,
+            crawl_id,
+            consumer=f"coordinator-{lease.token[:8]}",
+            near_distance=config.near_distance,
+        )
+        frontier = _frontier(client, keys, layout, config)
+        await frontier.add(
+            [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
+        )
+        if config.revisit.recrawl:
+            # Results of the last pass come in first: what they change decides what is due.
+            while await gatherer.round():
+                pass
+            revisited = await _requeue_due(db, crawl_id, frontier)
+            if say is not None:
+                say(f"{keys.name}: {revisited:,} URL(s) due for a revisit went back to their partitions")
+        # A new run: a crawl stopped (or over, or idle between passes) before runs again; reports are this run's.
+        if await client.get(keys.control) in (b"stop", b"finished", b"idle"):
             await client.set(keys.control, "run")
         await client.delete(keys.report)
         interrupted = asyncio.Event()
@@ -129,7 +147,10 @@ async def _coordinate(
             watchers = {ending, stopping, limits, interrupt}
             done, _ = await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
             if ending in done:
-                await persist("declaring the end", lambda: client.set(keys.control, "finished"))
+                end = "finished" if config.revisit.every is None else "idle"
+                await persist("declaring the end", lambda: client.set(keys.control, end))
+                if crawler is not None and end == "idle":
+                    crawler.stop()  # this process's node; the workers wait for the next pass
             elif limits in done:
                 outcome = limits.result()  # the whole crawl was told to stop at --max-pages / --max-time
                 await _watch_for_stop(client, keys)
@@ -143,7 +164,9 @@ async def _coordinate(
                 task.cancel()
             if node_task is not None:
                 await node_task
-            reports = await _final_reports(client, sync, keys, gatherer, wait=outcome != "interrupted")
+            # Nodes report when they leave: not after a pass that leaves them waiting for the next.
+            leaving = outcome != "interrupted" and config.revisit.every is None
+            reports = await _final_reports(client, sync, keys, gatherer, wait=leaving)
             renewing.cancel()
             if live is not None:
                 live.cancel()
@@ -179,14 +202,36 @@ def _count_state(conn: Any, crawl_id: int, state: int) -> int:
     return conn.execute("SELECT COUNT(*) FROM urls WHERE crawl_id = ? AND state = ?", (crawl_id, state)).fetchone()[0]
 
 
-async def _add_seeds(client: Any, keys: Keys, layout: Layout, config: CrawlConfig, seeds: list[str]) -> None:
-    """Seeds go in once, by the coordinator (a URL given explicitly bypasses the Bloom filter)."""
-    frontier = RedisFrontier(
-        client, keys, layout, Leases("coordinator", keys, layout.partitions, ttl=1.0), Politeness(config.politeness)
+def _frontier(client: Any, keys: Keys, layout: Layout, config: CrawlConfig) -> RedisFrontier:
+    """The coordinator's hand into the partitions: it adds seeds (a URL given explicitly bypasses the Bloom
+    filter) and re-queues due URLs; it holds no lease and claims nothing."""
+    leases = Leases("coordinator", keys, layout.partitions, ttl=1.0)
+    return RedisFrontier(
+        client, keys, layout, leases, Politeness(config.politeness), importance=config.order == "importance"
     )
-    await frontier.add(
-        [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
-    )
+
+
+REVISIT_CHUNK = 10_000
+"""Due URLs read from the index and re-queued at a time."""
+
+
+async def _requeue_due(db: Database, crawl_id: int, frontier: RedisFrontier) -> int:
+    """Put the URLs whose revisit is due back in their partitions, then mark them waiting in the index.
+
+    In that order: after a crash in between, the index still has them ended and due, and the next run sends
+    them again (a partition keeps a URL it has waiting or running as it is).
+    """
+    now, after, requeued = time.time(), 0, 0
+    while chunk := await db.run(due_revisits, crawl_id, now, after, REVISIT_CHUNK):
+        requeued += await frontier.revisit([revisit for _row, revisit in chunk])
+        await db.run(_mark_waiting, crawl_id, [row for row, _revisit in chunk], now)
+        after = chunk[-1][0]
+    return requeued
+
+
+def _mark_waiting(conn: Any, crawl_id: int, ids: list[int], now: float) -> None:
+    with transaction(conn):
+        mark_waiting(conn, crawl_id, ids, now)
 
 
 async def _renew(lease: CoordinatorLease) -> None:

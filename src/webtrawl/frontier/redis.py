@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,11 +28,12 @@ from ..cluster.leases import PARTITION_FIELDS, Leases
 from ..cluster.redisconn import UNREACHABLE, persist
 from ..cluster.wire import encode_completion
 from ..fetch.politeness import Politeness
-from ..models import Completion, Entry, NewURL
+from ..models import Completion, Entry, NewURL, Previous, Revisit
 from ..urls import partition_of, template
 from .base import FrontierCounts
 from .bloom import fp_bytes, fp_int
 from .hosts import HostQueue
+from .importance import SEED_CASH, shares
 from .scripts import Scripts
 from .seen import SeenCache
 
@@ -83,8 +84,11 @@ class RedisFrontier:
         *,
         save_checkpoint: Callable[[Mapping[str, int]], Awaitable[None]] | None = None,
         host_limits: SharedHostLimits | None = None,
+        importance: bool = False,
     ) -> None:
-        """`host_limits`: the hosts' shared slots, needed when URLs are partitioned by URL."""
+        """`host_limits`: the hosts' shared slots, needed when URLs are partitioned by URL. `importance`: the
+        crawl orders each depth by importance (`frontier.importance`), fixed when the crawl is created."""
+        self._importance = importance
         self._client = client
         self._keys = keys
         self._layout = layout
@@ -174,9 +178,11 @@ class RedisFrontier:
         if drops:
             entry = {"d": json.dumps([[url, reason, ""] for url, reason in drops])}
             await self._redis("recording drops", lambda: self._client.xadd(self._keys.stream(0), entry))
-        return await self._add(self._seen.fresh(urls))
+        cash = {u.fp: SEED_CASH for u in urls if u.kind == "seed"} if self._importance else None
+        return await self._add(self._seen.fresh(urls), cash)
 
-    async def _add(self, urls: Sequence[NewURL]) -> int:
+    async def _add(self, urls: Sequence[NewURL], cash: Mapping[int, float] | None) -> int:
+        """Add `urls` to their partitions; `cash` (importance order) is what each receives, new or not."""
         layout = self._layout
         by_partition: dict[int, list[NewURL]] = defaultdict(list)
         for url in urls:
@@ -193,25 +199,39 @@ class RedisFrontier:
             for start in range(0, len(items), CHUNK):
                 args: list[Any] = list(head)
                 for u in items[start : start + CHUNK]:
-                    blob = json.dumps(
-                        [
-                            u.url,
-                            u.host,
-                            u.depth,
-                            u.kind,
-                            str(u.referrer_fp) if u.referrer_fp is not None else None,
-                            list(u.via),
-                        ],
-                        separators=(",", ":"),
-                    )
                     referrer = "" if u.referrer_fp is None else str(u.referrer_fp)
-                    args += [fp_bytes(u.fp), u.host, u.depth, blob, u.kind, template(u.url), referrer]
+                    share = "" if cash is None else repr(cash.get(u.fp, 0.0))
+                    blob = _blob(u.url, u.host, u.depth, u.kind, u.referrer_fp, u.via)
+                    args += [fp_bytes(u.fp), u.host, u.depth, blob, u.kind, template(u.url), referrer, share]
                 new, heads = await self._redis(
                     "adding URLs", lambda p=p, args=args: self._scripts.add(keys=[self._keys.counters(p)], args=args)
                 )
                 added += int(new)
                 self._apply_heads(p, heads)
         return added
+
+    async def revisit(self, due: Sequence[Revisit]) -> int:
+        """Put ended URLs whose revisit is due back in their partitions, with what their last fetch left for a
+        conditional request; returns how many went back (one waiting or running already stays as it is)."""
+        by_partition: dict[int, list[Revisit]] = defaultdict(list)
+        for item in due:
+            by_partition[self.partition(item.entry.url, item.entry.host)].append(item)
+        requeued = 0
+        for p, items in by_partition.items():
+            for start in range(0, len(items), CHUNK):
+                args: list[Any] = []
+                for item in items[start : start + CHUNK]:
+                    e = item.entry
+                    blob = _blob(e.url, e.host, e.depth, e.kind, e.referrer_fp, e.via, e.previous)
+                    share = repr(e.priority) if self._importance else ""
+                    args += [fp_bytes(e.fp), e.host, e.depth, blob, item.ended, share]
+                n, heads = await self._redis(
+                    "re-queuing URLs",
+                    lambda p=p, args=args: self._scripts.revisit(keys=[self._keys.counters(p)], args=args),
+                )
+                requeued += int(n)
+                self._apply_heads(p, heads)
+        return requeued
 
     def _apply_heads(self, p: int, heads: list[Any]) -> None:
         """Take in (host, head) pairs a script returned for partition `p`, if this node holds it."""
@@ -286,21 +306,10 @@ class RedisFrontier:
                 self._forget_partition(p)
             else:
                 flat, heads = reply
-                for i in range(0, len(flat), 3):
-                    url, host, depth, kind, referrer, via = json.loads(flat[i + 1])
-                    entries.append(
-                        Entry(
-                            url=url,
-                            fp=fp_int(flat[i]),
-                            host=host,
-                            depth=depth,
-                            kind=kind,
-                            referrer_fp=int(referrer) if referrer is not None else None,
-                            attempts=int(flat[i + 2]),
-                            via=tuple(via),
-                        )
-                    )
-                    got[host] += 1
+                for i in range(0, len(flat), 4):
+                    entry = _entry(flat[i], flat[i + 1], int(flat[i + 2]), flat[i + 3])
+                    entries.append(entry)
+                    got[entry.host] += 1
                 self._apply_heads(p, heads)
                 self._in_flight[p].update(entry.fp for entry in entries[len(entries) - sum(got.values()) :])
             started = time.monotonic()
@@ -401,8 +410,16 @@ class RedisFrontier:
         if self._save_checkpoint is not None and checkpoint:
             await self._save_checkpoint(checkpoint)
         children = self._seen.fresh(child for item in batch for child in item.children)
+        cash = None
+        if self._importance:
+            cash = shares(batch)
+            # Links the seen cache skips still carry their share to a URL that waits.
+            fresh = {child.fp for child in children}
+            children += _first_of(
+                child for item in batch for child in item.children if child.fp in cash and child.fp not in fresh
+            )
         if children:
-            await self._add(children)
+            await self._add(children, cash)
         by_partition: dict[int, list[Completion]] = defaultdict(list)
         for item in batch:
             by_partition[self.partition(item.entry.url, item.entry.host)].append(item)
@@ -478,3 +495,49 @@ class RedisFrontier:
 
     async def close(self) -> None:
         """Nothing to return here: the heartbeat thread releases the leases, which requeues our URLs."""
+
+
+def _blob(
+    url: str,
+    host: str,
+    depth: int,
+    kind: str,
+    referrer_fp: int | None,
+    via: Sequence[str],
+    previous: Previous | None = None,
+) -> str:
+    """A URL's entry as the partition keeps it: compact JSON, with its previous fetch when it is revisited."""
+    doc: list[Any] = [url, host, depth, kind, str(referrer_fp) if referrer_fp is not None else None, list(via)]
+    if previous is not None:
+        doc.append([previous.fetched_at, previous.digest, previous.etag, previous.last_modified, previous.interval])
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def _entry(fp: bytes, blob: bytes, attempts: int, cash: bytes | None) -> Entry:
+    url, host, depth, kind, referrer, via, *rest = json.loads(blob)
+    previous = None
+    if rest:
+        fetched_at, digest, etag, last_modified, interval = rest[0]
+        previous = Previous(
+            fetched_at=fetched_at, digest=digest, etag=etag, last_modified=last_modified, interval=interval
+        )
+    return Entry(
+        url=url,
+        fp=fp_int(fp),
+        host=host,
+        depth=depth,
+        kind=kind,
+        referrer_fp=int(referrer) if referrer is not None else None,
+        attempts=attempts,
+        via=tuple(via),
+        previous=previous,
+        priority=float(cash) if cash is not None else 0.0,
+    )
+
+
+def _first_of(urls: Iterable[NewURL]) -> list[NewURL]:
+    """Each URL once (its first occurrence)."""
+    first: dict[int, NewURL] = {}
+    for url in urls:
+        first.setdefault(url.fp, url)
+    return list(first.values())

@@ -24,4 +24,5 @@ class Scripts:
         self.claim = client.register_script(common + _lua("claim.lua"))
         self.complete = client.register_script(common + _lua("complete.lua"))
         self.lease = client.register_script(common + _lua("lease.lua"))
+        self.revisit = client.register_script(common + _lua("revisit.lua"))
         self.host_slots = client.register_script(_lua("hostslots.lua"))

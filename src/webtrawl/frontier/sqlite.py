@@ -25,14 +25,17 @@ from typing import Any
 
 from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, NewURL, Previous, State
+from ..parse.simhash import NEAR_DISTANCE
 from ..store.db import Database, transaction
-from ..store.fingerprints import mark_duplicate, mark_near_duplicate
+from ..store.fingerprints import mark_fingerprints
 from ..store.index import capture_row, insert_captures
 from ..store.media import insert_media
+from ..store.schedule import record_schedules, requeue_due, supersede_text
 from ..urls import fingerprint
 from .base import FrontierCounts
 from .budgets import Budgets
 from .hosts import HostQueue
+from .importance import SEED_CASH, shares
 from .seen import SeenCache
 
 Row = tuple[Any, ...]
@@ -43,38 +46,6 @@ MAX_STORED_URL = 4096
 _DROP = "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) VALUES (?, ?, ?, ?, ?)"
 _KNOWN_CHUNK = 500
 """Fingerprints looked up in one `IN (…)` query."""
-
-
-_SCHEDULE = """
-    UPDATE urls SET fetched_at = COALESCE(?, fetched_at), digest = COALESCE(?, digest), etag = COALESCE(?, etag),
-        last_modified = COALESCE(?, last_modified), interval = ?, next_due = ?
-    WHERE crawl_id = ? AND fp = ?
-"""
-
-
-def _superseding(item: Completion) -> bool:
-    capture = item.capture
-    return item.entry.previous is not None and capture is not None and not capture.unchanged and bool(capture.text)
-
-
-def _cash(item: Completion) -> list[tuple[int, float]]:
-    """OPIC: a completed page's importance, shared equally among the URLs it links to."""
-    children = {child.fp for child in item.children if child.kind != "media"}
-    if not children or item.entry.priority <= 0:
-        return []
-    share = item.entry.priority / len(children)
-    return [(fp, share) for fp in children]
-
-
-def _schedule(item: Completion) -> tuple[Any, ...]:
-    """What a URL keeps of an ended fetch: its validators and digest (of a response that had content to
-    compare: a 2xx or a 304), and its revisit schedule."""
-    capture = item.capture
-    kept = capture is not None and capture.status is not None and (200 <= capture.status < 300 or capture.status == 304)
-    if not kept:
-        return (capture.fetched_at if capture else None, None, None, None, item.interval, item.due)
-    assert capture is not None
-    return (capture.fetched_at, capture.payload_digest, capture.etag, capture.last_modified, item.interval, item.due)
 
 
 _ENTRY = "url, fp, depth, kind, referrer_fp, attempts, via, fetched_at, digest, etag, last_modified, interval, priority"
@@ -113,7 +84,7 @@ class SqliteFrontier:
         *,
         budgets: Budgets | None = None,
         importance: bool = False,
-        near_distance: int = 3,
+        near_distance: int = NEAR_DISTANCE,
     ) -> None:
         self._db = db
         self._near_distance = near_distance
@@ -146,7 +117,7 @@ class SqliteFrontier:
         budgets: Budgets | None = None,
         importance: bool = False,
         recrawl: bool = False,
-        near_distance: int = 3,
+        near_distance: int = NEAR_DISTANCE,
     ) -> SqliteFrontier:
         """Open the crawl's frontier; URLs a dead process left running go back to waiting.
 
@@ -166,14 +137,8 @@ class SqliteFrontier:
         return frontier
 
     def _requeue_due(self, conn: sqlite3.Connection, now: float) -> int:
-        """Ended URLs whose revisit is due (or that never got a due time: fetched before schedules) wait
-        again, with fresh attempts; media tasks are not revisited."""
         with transaction(conn):
-            return conn.execute(
-                "UPDATE urls SET state = 0, not_before = 0, attempts = 0, updated_at = ? "
-                "WHERE crawl_id = ? AND state IN (2, 3) AND kind != 'media' AND (next_due IS NULL OR next_due <= ?)",
-                (now, self._crawl, now),
-            ).rowcount
+            return requeue_due(conn, self._crawl, now)
 
     def _host_ready(self, host: str) -> None:
         host_id = self._host_ids.get(host)
@@ -228,7 +193,7 @@ class SqliteFrontier:
             )
             changed = self._insert_urls(conn, urls, seq, now)
             if self._importance:  # the importance the crawl starts from
-                conn.executemany(_CASH, [(1.0, self._crawl, u.fp) for u in urls if u.kind == "seed"])
+                conn.executemany(_CASH, [(SEED_CASH, self._crawl, u.fp) for u in urls if u.kind == "seed"])
             return changed
 
     def _insert_urls(self, conn: sqlite3.Connection, urls: Sequence[NewURL], seq: int, now: float) -> list[Row]:
@@ -455,15 +420,8 @@ class SqliteFrontier:
                 "INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)",
                 [(crawl, item.entry.fp, child.fp) for item in batch for child in item.children],
             )
-            # A page re-fetched with new content is searched by its new text only (the old is in the archive).
-            conn.executemany(
-                "UPDATE captures SET text = '' WHERE crawl_id = ? AND fp = ? AND text != ''",
-                [(crawl, item.entry.fp) for item in batch if _superseding(item)],
-            )
-            for item in batch:
-                if item.capture is not None:
-                    mark_duplicate(conn, crawl, item.capture)
-                    mark_near_duplicate(conn, crawl, item.capture, self._near_distance)
+            supersede_text(conn, crawl, batch)
+            mark_fingerprints(conn, crawl, [item.capture for item in batch if item.capture], self._near_distance)
             insert_captures(conn, crawl, [capture_row(item.capture) for item in batch if item.capture])
             insert_media(conn, crawl, [(item.entry.fp, item.media) for item in batch if item.media])
             conn.executemany(
@@ -482,9 +440,9 @@ class SqliteFrontier:
                     for url, reason in item.drops
                 ],
             )
-            conn.executemany(_SCHEDULE, [(*_schedule(item), crawl, item.entry.fp) for item in batch if item.due])
+            record_schedules(conn, crawl, batch)
             if self._importance:
-                conn.executemany(_CASH, [(share, crawl, fp) for item in batch for fp, share in _cash(item)])
+                conn.executemany(_CASH, [(share, crawl, fp) for fp, share in shares(batch).items()])
             conn.executemany(
                 "INSERT INTO warc_files(crawl_id, name, committed_end) VALUES (?, ?, ?) "
                 "ON CONFLICT(crawl_id, name) DO UPDATE SET committed_end = excluded.committed_end",

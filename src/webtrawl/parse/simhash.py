@@ -27,6 +27,8 @@ import re
 
 from xxhash import xxh3_64_digest
 
+NEAR_DISTANCE = 3
+"""The default near-duplicate distance: hashes at most this many bits apart are near-duplicates."""
 MIN_FEATURES = 8
 """Fewest distinct 3-word shingles (a text of at least 10 words) for a text to get a hash."""
 MAX_CHARS = 200_000
@@ -79,7 +81,7 @@ def hamming(a: int, b: int) -> int:
     return ((a ^ b) & _BITS).bit_count()
 
 
-def bands(h: int, k: int = 3) -> list[int]:
+def bands(h: int, k: int = NEAR_DISTANCE) -> list[int]:
     """The k + 1 bands of hash `h`: any two hashes within Hamming distance `k` share at least one.
 
     The 64 bits are cut into k + 1 blocks of nearly equal width (the first `64 % (k + 1)` one bit wider),

@@ -9,9 +9,20 @@ page are one indexed lookup, checked by their full Hamming distance.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from typing import Protocol
 
 from ..models import Capture
 from ..parse.simhash import bands, hamming
+from .db import Database
+
+
+def mark_fingerprints(conn: sqlite3.Connection, crawl_id: int, captures: Sequence[Capture], distance: int) -> None:
+    """Mark each capture's exact and near duplicates (in order: a later one may repeat an earlier one of the
+    same batch). Call before the captures are inserted: their rows carry the marks."""
+    for capture in captures:
+        mark_duplicate(conn, crawl_id, capture)
+        mark_near_duplicate(conn, crawl_id, capture, distance)
 
 
 def mark_duplicate(conn: sqlite3.Connection, crawl_id: int, capture: Capture) -> None:
@@ -54,3 +65,22 @@ def remember_simhash(conn: sqlite3.Connection, crawl_id: int, simhash: int, fp: 
         "INSERT OR IGNORE INTO simhash_bands(crawl_id, band, fp, simhash) VALUES (?, ?, ?, ?)",
         [(crawl_id, band, fp, simhash) for band in bands(simhash, distance)],
     )
+
+
+class Twins(Protocol):
+    """Where a crawl looks up earlier pages a page's text nearly repeats (`--skip-near-duplicates`)."""
+
+    async def find(self, fp: int, simhash: int, distance: int) -> int | None:
+        """The fingerprint of an earlier page (another URL) within `distance` bits of `simhash`, if any."""
+        ...
+
+
+class StoredTwins:
+    """An embedded crawl's: the pages committed to its store (they remember themselves as they commit)."""
+
+    def __init__(self, db: Database, crawl_id: int) -> None:
+        self._db = db
+        self._crawl_id = crawl_id
+
+    async def find(self, fp: int, simhash: int, distance: int) -> int | None:
+        return await self._db.run(near_duplicate, self._crawl_id, simhash, fp, distance)

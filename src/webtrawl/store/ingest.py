@@ -28,10 +28,13 @@ from collections.abc import Iterable, Sequence
 from ..frontier.budgets import HOST_BUDGET, TEMPLATE_BUDGET
 from ..frontier.sqlite import MAX_STORED_URL
 from ..models import Completion, NewURL, State
+from ..parse.simhash import NEAR_DISTANCE
 from ..urls import fingerprint
 from .db import transaction
+from .fingerprints import mark_fingerprints
 from .index import capture_row, insert_captures
 from .media import insert_media, url_of
+from .schedule import record_schedules, supersede_text
 
 Item = tuple[str, Completion, str]
 """(ingest key, completion, node id): the key is unique per stream entry, e.g. "p17:1700000000000-0"."""
@@ -53,11 +56,12 @@ _CHILD = """
 """
 _COMPLETED = """
     INSERT INTO urls(crawl_id, fp, url, host_id, depth, kind, referrer_fp, via, state, attempts, not_before,
-                     reason, added_seq, discovered_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     reason, added_seq, discovered_at, updated_at, priority)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT(crawl_id, fp) DO UPDATE SET
         state = excluded.state, attempts = excluded.attempts, not_before = excluded.not_before,
-        reason = excluded.reason, depth = MIN(urls.depth, excluded.depth), updated_at = excluded.updated_at
+        reason = excluded.reason, depth = MIN(urls.depth, excluded.depth), updated_at = excluded.updated_at,
+        priority = excluded.priority
     WHERE urls.attempts < excluded.attempts
 """
 _BUDGETS = (HOST_BUDGET, TEMPLATE_BUDGET)
@@ -65,11 +69,13 @@ _BUDGETS = (HOST_BUDGET, TEMPLATE_BUDGET)
 _DROP = "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) VALUES (?, ?, ?, ?, ?)"
 
 
-def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item]) -> int:
+def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item], near_distance: int = NEAR_DISTANCE) -> int:
     """Apply stream entries to crawl `crawl_id` in one transaction; return how many were not applied before.
 
     An entry counts as new when its capture is added or, for one without a capture, when its URL's state
-    moves. A key listed twice in `items` is applied once.
+    moves. A key listed twice in `items` is applied once. Captures get their duplicate marks here, as an
+    embedded crawl's do as it commits them (`near_distance`: the crawl's near-duplicate distance), and each
+    ended fetch its revisit schedule.
     """
     now = time.time()
     unique: dict[str, Item] = {}
@@ -120,6 +126,8 @@ def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item]) -> in
                 for url, reason in c.drops
             ],
         )
+        supersede_text(conn, crawl_id, completions)
+        mark_fingerprints(conn, crawl_id, [c.capture for c in completions if c.capture], near_distance)
         insert_captures(conn, crawl_id, [capture_row(c.capture, node, key) for key, c, node in fresh if c.capture])
         for _key, c, node in fresh:
             if c.media is not None:
@@ -131,6 +139,7 @@ def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item]) -> in
             moved = _complete(conn, crawl_id, completion, host_ids[completion.entry.host], seq, now)
             if moved or completion.capture is not None:
                 new += 1
+        record_schedules(conn, crawl_id, completions)
     return new
 
 
@@ -195,6 +204,7 @@ def _complete(
             seq,
             now,
             now,
+            entry.priority,
         ),
     )
     return cur.rowcount > 0

@@ -1,9 +1,20 @@
-"""What the revisit schedule holds: how many ended URLs are due now, soon and later (`status`, dashboard)."""
+"""The revisit schedule in the store: what each URL keeps of its last fetch, which URLs are due again, and how
+many are due now, soon and later (`status`, dashboard).
+
+Both the embedded frontier and a distributed crawl's coordinator (`store.ingest`) record fetches here; an
+embedded crawl re-queues due URLs in place (`frontier.sqlite`), a coordinator reads them (`due_revisits`) to
+put them back in their Redis partitions.
+"""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from ..models import Completion, Entry, Previous, Revisit
 
 HOUR, DAY = 3600.0, 86400.0
 
@@ -33,3 +44,92 @@ def due_counts(conn: sqlite3.Connection, crawl_id: int, now: float) -> Due:
         (now, HOUR, DAY, crawl_id),
     ).fetchone()
     return Due(*row)
+
+
+_SCHEDULE = """
+    UPDATE urls SET fetched_at = COALESCE(?, fetched_at), digest = COALESCE(?, digest), etag = COALESCE(?, etag),
+        last_modified = COALESCE(?, last_modified), interval = ?, next_due = ?
+    WHERE crawl_id = ? AND fp = ?
+"""
+_DUE = "state IN (2, 3) AND kind != 'media' AND (next_due IS NULL OR next_due <= ?)"
+"""Ended URLs whose revisit is due, or that never got a due time (fetched before schedules); media tasks are
+not revisited."""
+
+
+def record_schedules(conn: sqlite3.Connection, crawl_id: int, batch: Sequence[Completion]) -> None:
+    """Keep, for each ended fetch of `batch`, the URL's validators, digest and revisit schedule."""
+    conn.executemany(_SCHEDULE, [(*_schedule(item), crawl_id, item.entry.fp) for item in batch if item.due])
+
+
+def supersede_text(conn: sqlite3.Connection, crawl_id: int, batch: Sequence[Completion]) -> None:
+    """A page re-fetched with new content is searched by its new text only (the old stays in the archive):
+    its earlier captures' text goes. Call before the batch's captures are inserted."""
+    conn.executemany(
+        "UPDATE captures SET text = '' WHERE crawl_id = ? AND fp = ? AND text != ''",
+        [(crawl_id, item.entry.fp) for item in batch if _superseding(item)],
+    )
+
+
+def _superseding(item: Completion) -> bool:
+    capture = item.capture
+    return item.entry.previous is not None and capture is not None and not capture.unchanged and bool(capture.text)
+
+
+def _schedule(item: Completion) -> tuple[Any, ...]:
+    """What a URL keeps of an ended fetch: its validators and digest (of a response that had content to
+    compare: a 2xx or a 304), and its revisit schedule."""
+    capture = item.capture
+    kept = capture is not None and capture.status is not None and (200 <= capture.status < 300 or capture.status == 304)
+    if not kept:
+        return (capture.fetched_at if capture else None, None, None, None, item.interval, item.due)
+    assert capture is not None
+    return (capture.fetched_at, capture.payload_digest, capture.etag, capture.last_modified, item.interval, item.due)
+
+
+def requeue_due(conn: sqlite3.Connection, crawl_id: int, now: float) -> int:
+    """Due URLs wait again, with fresh attempts (an embedded re-crawl); returns how many."""
+    return conn.execute(
+        f"UPDATE urls SET state = 0, not_before = 0, attempts = 0, updated_at = ? WHERE crawl_id = ? AND {_DUE}",
+        (now, crawl_id, now),
+    ).rowcount
+
+
+def due_revisits(
+    conn: sqlite3.Connection, crawl_id: int, now: float, after: int, limit: int
+) -> list[tuple[int, Revisit]]:
+    """Up to `limit` due URLs past row id `after`, each with its row id, as a distributed re-crawl hands them
+    to its partitions (in chunks, so a million due URLs never sit in memory at once)."""
+    rows = conn.execute(
+        "SELECT id, url, fp, (SELECT host FROM hosts WHERE id = host_id), depth, kind, referrer_fp, via, state, "
+        "fetched_at, digest, etag, last_modified, interval, priority "
+        f"FROM urls WHERE crawl_id = ? AND id > ? AND {_DUE} ORDER BY id LIMIT ?",
+        (crawl_id, after, now, limit),
+    ).fetchall()
+    return [(row[0], _revisit(row[1:])) for row in rows]
+
+
+def _revisit(row: tuple[Any, ...]) -> Revisit:
+    url, fp, host, depth, kind, referrer, via, state, fetched, digest, etag, modified, interval, priority = row
+    entry = Entry(
+        url=url,
+        fp=fp,
+        host=host,
+        depth=depth,
+        kind=kind,
+        referrer_fp=referrer,
+        attempts=0,
+        via=tuple(json.loads(via)) if via else (),
+        previous=None
+        if fetched is None
+        else Previous(fetched_at=fetched, digest=digest, etag=etag, last_modified=modified, interval=interval),
+        priority=priority or 0.0,
+    )
+    return Revisit(entry=entry, ended="done" if state == 2 else "failed")
+
+
+def mark_waiting(conn: sqlite3.Connection, crawl_id: int, ids: Sequence[int], now: float) -> None:
+    """Rows a distributed re-crawl put back in Redis wait again here too."""
+    conn.executemany(
+        "UPDATE urls SET state = 0, not_before = 0, attempts = 0, updated_at = ? WHERE crawl_id = ? AND id = ?",
+        [(now, crawl_id, row_id) for row_id in ids],
+    )

@@ -1,6 +1,7 @@
 -- Hand out waiting URLs of one partition, under our lease only. First, retries that are due go back to
 -- their hosts' queues. ARGV: lease token, then pairs of host and how many URLs to take from it.
--- Returns {{fp, entry JSON, attempts, ...}, {host, new head or false, ...}}, or false when the lease is not ours.
+-- Returns {{fp, entry JSON, attempts, cash or false, ...}, {host, new head or false, ...}}, or false when the
+-- lease is not ours.
 local token = ARGV[1]
 if not holds(token) then
   return false
@@ -25,6 +26,7 @@ for i = 2, #ARGV, 2 do
     out[#out + 1] = fp
     out[#out + 1] = redis.call('HGET', entries, fp) or '[]'
     out[#out + 1] = redis.call('HGET', attempts, fp) or '0'
+    out[#out + 1] = redis.call('HGET', PREFIX .. ':cash', fp) or false
     redis.call('HSET', run, fp, token)
   end
   if #fps > 0 then

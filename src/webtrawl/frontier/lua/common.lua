@@ -4,8 +4,10 @@
 --   :c        hash: waiting, running, done, failed, seq (arrival counter), epoch, act (activity counter)
 --   :lease    string "node:epoch", with the lease's TTL
 --   :h        zset host -> head (smallest depth among its fetchable waiting URLs)
---   :q:HOST   zset fp -> depth * 2^32 + seq: the host's waiting URLs in breadth-first order
---   :e        hash fp -> entry (JSON made by the node: url, host, depth, kind, referrer, via)
+--   :q:HOST   zset fp -> depth * 2^32 + within: the host's waiting URLs in breadth-first order; within a
+--             depth by arrival (seq), or by importance when the URL has cash
+--   :e        hash fp -> entry (JSON made by the node: url, host, depth, kind, referrer, via[, previous fetch])
+--   :cash     hash fp -> OPIC cash of a waiting or running URL (only when the crawl orders by importance)
 --   :att      hash fp -> attempts made (only for URLs tried before)
 --   :run      hash fp -> lease token the URL was handed out under
 --   :later    zset fp -> time (ms, Redis clock) a retry is due
@@ -20,8 +22,15 @@ local function now_ms()
 end
 
 local function enqueue(fp, host, depth)
-  local seq = redis.call('HINCRBY', C, 'seq', 1)
-  redis.call('ZADD', PREFIX .. ':q:' .. host, depth * SEQ_SPAN + seq, fp)
+  -- More cash, a smaller score: first within its depth (ties by fingerprint).
+  local cash = redis.call('HGET', PREFIX .. ':cash', fp)
+  local within
+  if cash then
+    within = math.floor((SEQ_SPAN - 1) / (1 + tonumber(cash)))
+  else
+    within = redis.call('HINCRBY', C, 'seq', 1)
+  end
+  redis.call('ZADD', PREFIX .. ':q:' .. host, depth * SEQ_SPAN + within, fp)
   redis.call('ZADD', PREFIX .. ':h', 'LT', depth, host)
 end
 

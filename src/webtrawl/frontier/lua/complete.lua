@@ -23,6 +23,7 @@ for i = 2, #ARGV, 4 do
     else
       redis.call('HDEL', entries, fp)
       redis.call('HDEL', attempts, fp)
+      redis.call('HDEL', PREFIX .. ':cash', fp)
       finished[verdict] = finished[verdict] + 1
     end
     redis.call('XADD', stream, '*', 'c', result)
