@@ -28,6 +28,7 @@ from typing import Any, Literal
 from ..models import State
 from ..urls import fingerprint
 from .index import unindexed
+from .replay import capture_by_id, original_of
 
 Sort = Literal["fetched", "url", "size", "status"]
 SORT_KEYS: dict[str, tuple[str, ...]] = {
@@ -456,6 +457,17 @@ class CaptureRef:
     status: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class Repeated:
+    """The earlier capture whose content an unchanged capture stands for (see `replay.original_of`)."""
+
+    id: int
+    fetched_at: float
+    status: int | None
+    warc_file: str | None
+    node: str | None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Detail:
     page: PageRow
@@ -483,6 +495,10 @@ class Detail:
     warc_length: int | None
     node: str | None
     """The node of a distributed crawl that fetched it: its WARC file is on that node's disk."""
+    unchanged: bool
+    """A re-fetch that brought nothing new (a 304, or the same payload digest): archived as a revisit record."""
+    repeats: Repeated | None
+    """For an unchanged capture, the capture whose content it repeats; None when the crawl has none."""
     captures: list[CaptureRef]
     """Every capture of the URL, oldest first."""
     out_links: list[LinkRow]
@@ -503,7 +519,7 @@ _IN_LINKS = "SELECT src_fp FROM links WHERE crawl_id = ? AND dst_fp = ?"
 def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail | None:
     cursor = conn.execute(
         f"SELECT {_ROW}, {', '.join(f'c.{name}' for name in _PLAIN)}, c.fp, c.redirects, c.location, "
-        f"c.request_headers, c.response_headers, u.kind, u.state, u.reason, u.referrer_fp {_FROM} "
+        f"c.request_headers, c.response_headers, c.unchanged, u.kind, u.state, u.reason, u.referrer_fp {_FROM} "
         "WHERE c.crawl_id = ? AND c.id = ?",
         (crawl_id, capture_id),
     )
@@ -518,6 +534,8 @@ def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail |
     return Detail(
         page=PageRow(**dict(zip(PageRow.__slots__, row[:n], strict=True))),
         **{name: more[name] for name in _PLAIN},
+        unchanged=bool(more["unchanged"]),
+        repeats=_repeated(conn, crawl_id, capture_id) if more["unchanged"] else None,
         kind=more["kind"],
         state=None if state is None else State(state).name.lower(),
         reason=more["reason"],
@@ -538,6 +556,15 @@ def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail |
         in_links=in_links,
         in_total=in_total,
     )
+
+
+def _repeated(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Repeated | None:
+    """The capture unchanged capture `capture_id` repeats, found as the archive view finds it."""
+    revisit = capture_by_id(conn, crawl_id, capture_id)
+    original = original_of(conn, crawl_id, revisit) if revisit is not None else None
+    if original is None:
+        return None
+    return Repeated(original.id, original.fetched_at, original.status, original.warc_file, original.node)
 
 
 def _link_rows(conn: sqlite3.Connection, crawl_id: int, query: str, fp: int) -> tuple[list[LinkRow], int]:

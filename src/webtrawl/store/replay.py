@@ -6,7 +6,9 @@ were received. Both inflations are bounded (the record by `RECORD_LIMIT`, the bo
 `BODY_LIMIT`, through `parse.decode`), so neither a damaged file nor a decompression bomb that the crawl
 archived faithfully can exhaust the dashboard's memory.
 
-Only captures with a record count as archived: a fetch that got no response has none.
+Only captures with a record count as archived: a fetch that got no response has none. A re-fetch that
+brought nothing new (`unchanged`: a 304, or a 200 with the same payload digest) has a revisit record, which
+holds no payload: its content is that of an earlier capture of the URL (`original_of`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
 from ..parse.decode import decompress
@@ -27,7 +30,7 @@ BODY_LIMIT = 64 * 1024 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 _COLUMNS = (
     "id, url, fetched_at, status, content_type, size, truncated, title, location, error, "
-    "warc_file, warc_offset, warc_length, node"
+    "warc_file, warc_offset, warc_length, node, unchanged, payload_digest"
 )
 
 
@@ -51,6 +54,9 @@ class ArchivedCapture:
     warc_length: int | None
     node: str | None
     """The node of a distributed crawl that fetched it: its WARC file is in that node's directory."""
+    unchanged: bool
+    """A re-fetch that brought nothing new: its record is a revisit record, without the payload."""
+    payload_digest: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +78,25 @@ def capture_by_id(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> A
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM captures WHERE id = ? AND crawl_id = ?", (capture_id, crawl_id)
     ).fetchone()
-    return ArchivedCapture(*row) if row else None
+    return _archived(row)
+
+
+def original_of(conn: sqlite3.Connection, crawl_id: int, revisit: ArchivedCapture) -> ArchivedCapture | None:
+    """The capture whose content unchanged capture `revisit` stands for, or None when the crawl has none.
+
+    It is the latest earlier capture of the URL with a full response record (a 2xx, not itself a revisit):
+    for a 304 (profile server-not-modified) the last one, whatever its digest, since the validators the
+    request sent came from it; for a 200 (identical-payload-digest) the last one with the same digest.
+    """
+    same_digest = "" if revisit.status == 304 else " AND payload_digest = ?"
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM captures WHERE crawl_id = ? AND fp = ? AND url = ? AND unchanged = 0 "
+        f"AND warc_file IS NOT NULL AND status BETWEEN 200 AND 299 AND (fetched_at, id) < (?, ?){same_digest} "
+        "ORDER BY fetched_at DESC, id DESC LIMIT 1",
+        (crawl_id, fingerprint(revisit.url), revisit.url, revisit.fetched_at, revisit.id)
+        + (() if revisit.status == 304 else (revisit.payload_digest,)),
+    ).fetchone()
+    return _archived(row)
 
 
 def nearest_capture(conn: sqlite3.Connection, crawl_id: int, url: str, when: float) -> ArchivedCapture | None:
@@ -82,7 +106,12 @@ def nearest_capture(conn: sqlite3.Connection, crawl_id: int, url: str, when: flo
         "ORDER BY ABS(fetched_at - ?), fetched_at DESC LIMIT 1",
         (crawl_id, fingerprint(url), url, when),
     ).fetchone()
-    return ArchivedCapture(*row) if row else None
+    return _archived(row)
+
+
+def _archived(row: tuple[Any, ...] | None) -> ArchivedCapture | None:
+    """The capture of a `_COLUMNS` row (SQLite keeps `unchanged` as 0 or 1)."""
+    return ArchivedCapture(*row[:-2], bool(row[-2]), row[-1]) if row else None
 
 
 def is_archived(conn: sqlite3.Connection, crawl_id: int, url: str) -> bool:

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from isal import isal_zlib
+from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
 
 from .. import faults
 from ..errors import StoreError
@@ -189,6 +191,7 @@ class WarcWriter:
         if path.exists() and path.stat().st_size == ours[newest] < self._max_size:
             self._file = open(path, "ab", buffering=_BUFFER)  # noqa: SIM115 - lives as long as the writer
             self._name, self._size = newest, ours[newest]
+            self._warcinfo_id = _first_record_id(path)
 
     def write(self, outcome: FetchOutcome, revisit: Previous | None = None) -> WarcLocation:
         """Append the response record and its request record; return where the response record is.
@@ -226,8 +229,9 @@ class WarcWriter:
         shared = [
             f"WARC-Date: {_warc_date(outcome.started_at)}",
             f"WARC-Target-URI: {outcome.url}",
-            f"WARC-Warcinfo-ID: {self._warcinfo_id}",
         ]
+        if self._warcinfo_id:
+            shared.append(f"WARC-Warcinfo-ID: {self._warcinfo_id}")
         if outcome.ip:
             shared.append(f"WARC-IP-Address: {outcome.ip}")
         response_id, body = _record_id(), outcome.body
@@ -324,3 +328,15 @@ class WarcWriter:
                 file.close()
             except OSError as exc:
                 log.warning("closing %s: %s", self._name, exc)
+
+
+def _first_record_id(path: Path) -> str:
+    """The record id of a file's first record, its warcinfo: records appended to the file later refer to it."""
+    try:
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                return record.rec_headers.get_header("WARC-Record-ID") or ""
+    except ArchiveLoadFailed as exc:
+        log.warning("%s does not start with a readable record (%s): records appended to it name no warcinfo",
+                    path.name, exc)  # fmt: skip
+    return ""

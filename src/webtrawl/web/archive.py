@@ -10,6 +10,10 @@
   (`Sec-Fetch-Dest: document`) is sent to the capture's banner page instead.
 - `/archive/not-archived?url=…`: where links to URLs the crawl has no copy of lead: never the live web.
 
+An unchanged capture (a re-crawl's 304, or a 200 with the same payload digest) is archived as a revisit
+record, without the payload: each of these serves the content of the capture it repeats (`original_of`),
+under the unchanged capture's own time (its banner says both, and its links resolve at its time).
+
 Archived bytes are the crawled site's, not ours: they always go out under `COPY_HEADERS`, whose
 `sandbox` gives the document an opaque origin with scripts disabled (so nothing in it acts as the
 dashboard) and whose fetch directives let it load only from the archive. Each copy is also framed with
@@ -37,6 +41,7 @@ from ..store.replay import (
     capture_by_id,
     is_archived,
     nearest_capture,
+    original_of,
     read_response,
     record_path,
 )
@@ -71,10 +76,15 @@ def archived_page(request: Request, capture_id: int) -> Response:
     capture = _capture(request, capture_id)
     if isinstance(capture, Response):
         return capture
+    source = _source(request, capture)
+    if isinstance(source, Response):
+        return source
     site: Site = request.app.state.site
-    if record_path(site.directory / "warc", capture.warc_file or "") is None:
-        return _missing(request, capture)
+    if record_path(site.directory / "warc", source.warc_file or "") is None:
+        return _missing(request, source, capture)
     context = {"site": site, "capture": capture, "fetched": _when(capture.fetched_at), "stamp": _stamp(capture)}
+    if source is not capture:
+        context.update(original=source, original_fetched=_when(source.fetched_at))
     return templates.TemplateResponse(request, "archive_copy.html", context, headers=_PAGE_HEADERS)
 
 
@@ -173,16 +183,39 @@ def _copy(request: Request, capture: ArchivedCapture) -> Response:
     return Response(rewritten.encode(), media_type=media_type, headers=COPY_HEADERS)
 
 
-def _read(request: Request, capture: ArchivedCapture) -> ArchivedResponse | Response:
-    """The capture's archived response, or the page that says why it cannot be had here."""
+def _source(request: Request, capture: ArchivedCapture) -> ArchivedCapture | Response:
+    """The capture whose record holds `capture`'s content: itself, or for an unchanged capture the one it
+    repeats; else the page that says there is none."""
+    if not capture.unchanged:
+        return capture
     site: Site = request.app.state.site
-    path = record_path(site.directory / "warc", capture.warc_file or "")
+    with site.reader() as (conn, crawl_id):
+        original = original_of(conn, crawl_id, capture)
+    if original is not None:
+        return original
+    if capture.status == 304:
+        why = "the server answered 304 Not Modified, and this crawl has no earlier full capture of this URL"
+    else:
+        why = "the server sent the same content again, and this crawl has no earlier full capture of it"
+    text = f"This capture was unchanged: {why}, so there is no full copy to show."
+    return _message(request, 404, "No full copy of this unchanged capture", text, capture)
+
+
+def _read(request: Request, capture: ArchivedCapture) -> ArchivedResponse | Response:
+    """The capture's archived response (for an unchanged one, the response it repeats), or the page that
+    says why it cannot be had here."""
+    source = _source(request, capture)
+    if isinstance(source, Response):
+        return source
+    site: Site = request.app.state.site
+    path = record_path(site.directory / "warc", source.warc_file or "")
     if path is None:
-        return _missing(request, capture)
+        return _missing(request, source, capture)
     try:
-        return read_response(path, capture.warc_offset or 0, capture.warc_length or 0, capture.url)
+        return read_response(path, source.warc_offset or 0, source.warc_length or 0, source.url)
     except StoreError as exc:
-        return _message(request, 500, "The archived copy cannot be read", str(exc), capture)
+        original = source if source is not capture else None
+        return _message(request, 500, "The archived copy cannot be read", str(exc), capture, original=original)
 
 
 def _redirect(location: str, headers: dict[str, str]) -> Response:
@@ -191,13 +224,23 @@ def _redirect(location: str, headers: dict[str, str]) -> Response:
     return Response(status_code=302, headers={**headers, "Location": location})
 
 
-def _missing(request: Request, capture: ArchivedCapture) -> Response:
-    """A record whose file is not in this crawl's `warc/`: on a node's own disk, or lost."""
-    if capture.node is None:
-        text = f"The WARC file {capture.warc_file} is missing from this crawl's warc/ directory."
-        return _message(request, 404, "The archived copy is missing", text, capture)
+def _missing(request: Request, source: ArchivedCapture, capture: ArchivedCapture) -> Response:
+    """A record whose file is not in this crawl's `warc/`: on a node's own disk, or lost. `source` holds
+    the content of `capture`: the capture itself, or the one an unchanged capture repeats."""
+    original = source if source is not capture else None
+    if source.node is None:
+        text = f"The WARC file {source.warc_file} is missing from this crawl's warc/ directory."
+        if original is not None:
+            text = (
+                f"This capture was unchanged: its content is that of the capture fetched {_when(source.fetched_at)}, "
+                f"whose WARC file {source.warc_file} is missing from this crawl's warc/ directory. "
+                "No full copy is left to show."
+            )
+        return _message(request, 404, "The archived copy is missing", text, capture, original=original)
     site: Site = request.app.state.site
-    context = {"site": site, "capture": capture, "fetched": _when(capture.fetched_at)}
+    context = {"site": site, "capture": source, "fetched": _when(source.fetched_at)}
+    if original is not None:
+        context.update(revisit=capture, revisit_fetched=_when(capture.fetched_at))
     return templates.TemplateResponse(
         request, "archive_elsewhere.html", context, status_code=404, headers=_PAGE_HEADERS
     )
@@ -215,11 +258,16 @@ def _message(
     text: str,
     capture: ArchivedCapture | None = None,
     url: str | None = None,
+    *,
+    original: ArchivedCapture | None = None,
 ) -> Response:
+    """`original`: the capture an unchanged `capture` repeats, linked from the page."""
     site: Site = request.app.state.site
-    context = {"site": site, "title": title, "text": text, "capture": capture, "url": url}
+    context = {"site": site, "title": title, "text": text, "capture": capture, "url": url, "original": original}
     if capture is not None:
         context["fetched"] = _when(capture.fetched_at)
+    if original is not None:
+        context["original_fetched"] = _when(original.fetched_at)
     return templates.TemplateResponse(
         request, "archive_message.html", context, status_code=status, headers=_PAGE_HEADERS
     )

@@ -150,6 +150,28 @@ class CaptureRef(_Model):
     status: int | None
 
 
+class RepeatedOut(_Model):
+    """The capture whose content an unchanged capture repeats."""
+
+    id: int
+    fetched_at: float
+    status: int | None
+    warc_file: str | None
+    node: str | None
+    warc_here: bool
+    """Whether its WARC file is in this crawl directory: the unchanged capture's archived copy is read from it."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def detail(self) -> str:
+        return f"/page/{self.id}"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def archive(self) -> str:
+        return f"/archive/{self.id}"
+
+
 class DetailOut(_Model):
     page: PageOut
     kind: str | None
@@ -173,6 +195,11 @@ class DetailOut(_Model):
     node: str | None
     warc_here: bool
     """Whether the WARC file is in this crawl directory (a distributed crawl's node may keep it on its disk)."""
+    unchanged: bool
+    """A re-fetch that brought nothing new (a 304, or the same payload digest): its WARC record is a revisit
+    record, and its archived copy is that of `repeats`."""
+    repeats: RepeatedOut | None
+    """For an unchanged capture, the earlier capture whose content it repeats (null when the crawl has none)."""
     captures: list[CaptureRef]
     out_links: list[LinkOut]
     out_total: int
@@ -362,7 +389,10 @@ def _detail(request: Request, capture_id: int) -> DetailOut:
         found = store.detail(conn, crawl_id, capture_id)
     if found is None:
         raise HTTPException(404, f"no capture {capture_id} in this crawl")
-    return DetailOut.model_validate({**asdict(found), "warc_here": _warc_here(site, found.warc_file)})
+    fields = {**asdict(found), "warc_here": _warc_here(site, found.warc_file)}
+    if found.repeats is not None:
+        fields["repeats"]["warc_here"] = _warc_here(site, found.repeats.warc_file)
+    return DetailOut.model_validate(fields)
 
 
 def _warc_here(site: Site, name: str | None) -> bool:
