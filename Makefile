@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-redis bench-media screenshots clean
+.PHONY: demo test test-fast lint bench bench-redis bench-media bench-recrawl screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ bench-redis: $(STAMP)  ## the same site crawled embedded and distributed on Redi
 
 bench-media: $(STAMP)  ## a 200 MB file from nginx: webtrawl's download vs curl, resumed, and in a crawl
 	$(PY) benchmarks/media_bench.py
+
+bench-recrawl: $(STAMP)  ## the same site crawled, then re-crawled with nothing changed (304s): what a re-crawl costs
+	$(PY) benchmarks/recrawl_bench.py
 
 screenshots: $(STAMP)  ## crawl the demo site and save the dashboard pictures of the README into docs/
 	$(PY) docs/screenshots.py

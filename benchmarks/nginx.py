@@ -1,8 +1,8 @@
 """Serve a directory with a private nginx on a free loopback port, for as long as a `with` block runs.
 
 nginx (not a Python server) so that the server costs next to nothing and the figures measure the
-crawler: one worker, sendfile, no access log, keep-alive connections that are never closed mid-crawl.
-Everything it writes (config, pid, error log, temp dirs) lives in its own prefix directory.
+crawler: one worker, sendfile, no access log (unless asked for), keep-alive connections that are never
+closed mid-crawl. Everything it writes (config, pid, logs, temp dirs) lives in its own prefix directory.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ events {{ worker_connections 1024; }}
 http {{
     types {{ text/html html; text/plain txt; application/json json; text/css css; }}
     default_type application/octet-stream;
-    access_log off;
+    log_format bench '$status $bytes_sent $request_length $request_method $request_uri '
+                     '$http_if_none_match $http_if_modified_since';
+    {access_log}
     log_not_found off;
     sendfile on;
     tcp_nopush on;
@@ -46,6 +48,11 @@ http {{
     }}
 }}
 """
+
+
+ACCESS_FIELDS = ("status", "bytes_sent", "request_length", "method", "uri", "if_none_match", "if_modified_since")
+"""The fields of an access-log line, space-separated, `-` when empty; the last one holds spaces (an HTTP
+date), so split a line with `line.split(" ", len(ACCESS_FIELDS) - 1)`."""
 
 
 class NginxError(RuntimeError):
@@ -81,10 +88,13 @@ def free_port() -> int:
 class Nginx:
     """A running nginx serving `root`; use as a context manager so it is stopped on any exit."""
 
-    def __init__(self, root: Path, prefix: Path, port: int | None = None) -> None:
+    def __init__(self, root: Path, prefix: Path, port: int | None = None, *, access_log: bool = False) -> None:
         self.root = root.resolve()
         self.prefix = prefix.resolve()
         self.port = port or free_port()
+        self.access_log = self.prefix / "access.log" if access_log else None
+        """With `access_log`: one line per request, written as it ends, in the `bench` format (see
+        `ACCESS_FIELDS`); off by default, as logging costs nginx time the figures should not include."""
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -98,7 +108,10 @@ class Nginx:
         # Run as root, nginx would hand requests to a `nobody` worker that may not read the site.
         user = "user root;\n" if os.geteuid() == 0 else ""
         config = self.prefix / "nginx.conf"
-        config.write_text(CONFIG.format(user=user, prefix=self.prefix, port=self.port, root=self.root))
+        logging = f"access_log {self.access_log} bench;" if self.access_log else "access_log off;"
+        config.write_text(
+            CONFIG.format(user=user, prefix=self.prefix, port=self.port, root=self.root, access_log=logging)
+        )
         command = [binary, "-p", str(self.prefix), "-c", str(config), "-e", str(self.prefix / "error.log")]
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
