@@ -14,8 +14,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -29,6 +30,7 @@ from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError
 from .frontier.bloom import first_capacity
 from .frontier.redis import Layout
+from .interrupts import Interrupts
 from .progress import Progress, print_report
 from .stats import CrawlReport
 from .store.crawls import crawl_id_of
@@ -270,35 +272,72 @@ def crawl(
     with contextlib.ExitStack() as stack:
         if serve_dashboard:
             stack.enter_context(_dashboard_beside(config, redis_url, port))
-        layout = None
         if redis_url is not None:
             layout = replace(
                 _layout(config, partitions, dedup, expected_urls, fp_rate, lease_ttl), partition_by=partition_by
             )
-        every = config.revisit.every
-        while True:
-            nodes: dict[str, dict[str, Any]] = {}
-            if redis_url is not None and layout is not None:
-                report, nodes = _run_distributed(
-                    run_coordinator(config, redis_url, layout, fetch=not no_fetch, say=None if quiet else _say)
-                )
-            else:
-                crawler = Crawler(config)
-                progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
-                try:
-                    report = asyncio.run(_run(crawler, progress))
-                except USAGE_ERRORS as exc:
-                    _fail(str(exc))
-            if every is None or report.outcome != "finished":
-                break
-            _finish(report, quiet, final=False)
-            click.echo(f"next re-crawl pass in {every:g} s (Ctrl-C to stop)", err=True)
-            try:
-                time.sleep(every)
-            except KeyboardInterrupt:
-                sys.exit(130)
+            run_pass = partial(_coordinator_pass, config, redis_url, layout, not no_fetch, quiet)
+        else:
+            run_pass = partial(_embedded_pass, config, quiet)
+        ended = _run(_interruptible(partial(_passes, run_pass, config.revisit.every, quiet)))
+        if ended is None:
+            click.echo("interrupted: run the same command again to resume", err=True)
+            sys.exit(130)
+        report, nodes = ended
         _finish(report, quiet)
         print_nodes(nodes)
+
+
+Nodes = dict[str, dict[str, Any]]
+"""Each node's final report, by node id (distributed crawls only)."""
+
+
+async def _passes(
+    run_pass: Callable[[Interrupts], Awaitable[tuple[CrawlReport, Nodes]]],
+    every: float | None,
+    quiet: bool,
+    interrupts: Interrupts,
+) -> tuple[CrawlReport, Nodes] | None:
+    """Run the crawl once, or with `--every` pass after pass until interrupted. Returns the last pass's
+    report, or None when the interrupt came as a pass ended or while its report was written."""
+    while True:
+        report, nodes = await run_pass(interrupts)
+        if every is None or report.outcome != "finished":
+            return report, nodes
+        _finish(report, quiet, final=False)
+        if interrupts.requested:
+            return None
+        click.echo(f"next re-crawl pass in {every:g} s (Ctrl-C to stop)", err=True)
+        await asyncio.sleep(every)
+
+
+async def _interruptible(job: Callable[[Interrupts], Awaitable[T]]) -> T | None:
+    """Run `job` under the command's Ctrl-C handling (`webtrawl.interrupts`); None when an interrupt
+    cancelled it (outside a running crawl: setting up, waiting for Redis, between passes)."""
+    with Interrupts(partial(click.echo, err=True)) as interrupts:
+        try:
+            return await job(interrupts)
+        except asyncio.CancelledError:
+            if not interrupts.requested:
+                raise
+            return None
+
+
+async def _embedded_pass(config: CrawlConfig, quiet: bool, interrupts: Interrupts) -> tuple[CrawlReport, Nodes]:
+    crawler = Crawler(config)
+    progress = None if quiet else Progress(crawler, plain=not sys.stdout.isatty())
+    with interrupts.stopping(crawler.stop):
+        if progress is None:
+            return await crawler.run(), {}
+        async with progress:
+            return await crawler.run(), {}
+
+
+async def _coordinator_pass(
+    config: CrawlConfig, redis_url: str, layout: Layout, fetch: bool, quiet: bool, interrupts: Interrupts
+) -> tuple[CrawlReport, Nodes]:
+    say = None if quiet else _say
+    return await run_coordinator(config, redis_url, layout, fetch=fetch, say=say, interrupts=interrupts)
 
 
 def _dashboard_beside(
@@ -333,27 +372,6 @@ def _finish(report: CrawlReport, quiet: bool, *, final: bool = True) -> None:
         click.echo("stopped: run the same command again to resume", err=True)
     if report.done_total == 0:
         sys.exit(1)
-
-
-async def _run(crawler: Crawler, progress: Progress | None) -> CrawlReport:
-    """Run the crawl with Ctrl-C handling: the first stops gracefully, a second exits at once."""
-    loop = asyncio.get_running_loop()
-    interrupts = 0
-
-    def interrupt() -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts > 1:
-            os._exit(130)  # the crawl directory is crash-safe: nothing is lost
-        click.echo("\nstopping: finishing fetches in flight (Ctrl-C again to quit at once)", err=True)
-        crawler.stop()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, interrupt)
-    if progress is None:
-        return await crawler.run()
-    async with progress:
-        return await crawler.run()
 
 
 def _same(value: Any) -> Any:
@@ -456,7 +474,7 @@ def _build_config(
 def status(directory: Path | None, name: str, redis_url: str | None) -> None:
     """Print the frontier's counts of a crawl directory (or of a distributed crawl, with --redis)."""
     if redis_url is not None:
-        print_status(_run_distributed(crawl_status(redis_url, name)))
+        print_status(_run(crawl_status(redis_url, name)))
         return
     if directory is None:
         _fail("give the crawl DIRECTORY, or --redis URL for a distributed crawl")
@@ -579,14 +597,13 @@ def _layout(
     )
 
 
-def _run_distributed(job: Coroutine[Any, Any, T]) -> T:
-    """Run a coordinator or worker: Ctrl-C asks it to stop (in-flight fetches finish); errors are one line."""
+def _run(job: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine: errors are one line, a Ctrl-C before its own handling is in place exits."""
     try:
         return asyncio.run(job)
     except USAGE_ERRORS as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
-        click.echo("interrupted: the crawl goes on in Redis; run the command again to rejoin it", err=True)
         sys.exit(130)
     raise AssertionError("unreachable")
 
@@ -606,7 +623,15 @@ def _run_distributed(job: Coroutine[Any, Any, T]) -> T:
 def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None, quiet: bool, verbose: bool) -> None:
     """Join a distributed crawl as a node; leave when it ends or is told to stop."""
     _setup_logging(verbose)
-    node, report = _run_distributed(run_worker(redis_url, name, out=out, concurrency=concurrency))
+    ended = _run(
+        _interruptible(
+            lambda interrupts: run_worker(redis_url, name, out=out, concurrency=concurrency, interrupts=interrupts)
+        )
+    )
+    if ended is None:
+        click.echo("interrupted: the crawl goes on in Redis; run the command again to rejoin it", err=True)
+        sys.exit(130)
+    node, report = ended
     click.echo(
         f"{node}: {report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
         f"({report.pages_per_second:.1f} pages/s)"
@@ -621,5 +646,5 @@ def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None,
 @click.option("--name", default="default", show_default=True, help="The crawl.")
 def control(command: str, redis_url: str, name: str) -> None:
     """Pause, resume or stop every node of a distributed crawl (they obey within 2 seconds)."""
-    _run_distributed(send_control(redis_url, name, command))
+    _run(send_control(redis_url, name, command))
     click.echo(f"crawl {name!r}: {command} sent")

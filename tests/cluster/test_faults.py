@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.cluster.processes import (
+    KEYS,
     Sites,
     captures,
     coordinator,
@@ -177,3 +179,22 @@ def test_max_pages_stops_every_node_and_ctrl_c_stops_one(tmp_path: Path) -> None
         assert out.startswith("max-pages: "), out
         assert staying.finish(30)[0] == 0
         assert 300 <= done_in_redis(server.url) < len(sites.expected())
+
+
+def test_ctrl_c_while_a_coordinator_waits_for_the_lease_exits_at_once(tmp_path: Path) -> None:
+    with Sites(pages=10) as sites, RedisServer() as server:
+        with redis.Redis.from_url(server.url) as client:
+            client.set(KEYS.coordinator, "another", px=60_000)  # a coordinator that may have died
+        waiting = coordinator(sites, server.url, tmp_path / "coord", "--lease-ttl", "30")  # it waits up to 31 s
+        time.sleep(1.5)
+        assert waiting.popen.poll() is None, waiting.stderr_path.read_text()
+        interrupted = time.monotonic()
+        os.kill(waiting.pid, signal.SIGINT)
+        code, out, err = waiting.finish(10)
+        assert time.monotonic() - interrupted < 3
+        assert code == 130, err
+        assert "Traceback" not in err and "Aborted" not in err
+        assert err.rstrip().endswith("interrupted: run the same command again to resume")
+        assert out == ""
+        with redis.Redis.from_url(server.url) as client:
+            assert client.get(KEYS.coordinator) == b"another"  # not taken, not dropped

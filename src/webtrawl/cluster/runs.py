@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -22,6 +21,7 @@ from ..errors import ConfigError
 from ..fetch.politeness import Politeness
 from ..frontier.bloom import bloom_stats
 from ..frontier.redis import Layout, RedisFrontier
+from ..interrupts import Interrupts
 from ..models import NewURL
 from ..stats import CrawlReport
 from ..store.crawls import open_crawl
@@ -57,8 +57,12 @@ async def run_coordinator(
     *,
     fetch: bool = True,
     say: Callable[[str], None] | None = None,
+    interrupts: Interrupts | None = None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
     """Create or rejoin the crawl, crawl as a node (unless `fetch` is off), gather results until it ends.
+
+    With `interrupts` (the command's Ctrl-C), an interrupt while crawling stops this process gracefully (its
+    fetches in flight finish); the crawl goes on in Redis. Without, only `webtrawl control stop` ends a run.
 
     Returns the crawl's report and each node's final report. With `--every`, a pass that finds nothing left
     to do leaves the crawl "idle" instead of finished: workers stay, and the next pass (`--recrawl` again)
@@ -71,7 +75,9 @@ async def run_coordinator(
         await lease.acquire(say)
         try:
             config, layout = await create_or_join(client, keys, config, layout)
-            return await _coordinate(config, client, sync, keys, layout, lease, fetch=fetch, say=say)
+            return await _coordinate(
+                config, client, sync, keys, layout, lease, fetch=fetch, say=say, interrupts=interrupts
+            )
         finally:
             await lease.release()
     finally:
@@ -89,6 +95,7 @@ async def _coordinate(
     *,
     fetch: bool,
     say: Callable[[str], None] | None,
+    interrupts: Interrupts | None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
     out = prepare_directory(config.out)
     lock = None if fetch else DirectoryLock(out)
@@ -122,54 +129,55 @@ async def _coordinate(
         if await client.get(keys.control) in (b"stop", b"finished", b"idle"):
             await client.set(keys.control, "run")
         await client.delete(keys.report)
-        interrupted = asyncio.Event()
-        _on_signals(interrupted.set)
         node_task: asyncio.Task[CrawlReport] | None = None
         crawler: NodeCrawler | None = None
         outcome = "finished"
-        async with asyncio.TaskGroup() as tg:
-            if fetch:
-                crawler = NodeCrawler(
-                    config,
-                    client=client,
-                    sync_client=sync,
-                    keys=keys,
-                    layout=layout,
-                    node=await asyncio.to_thread(register, sync, keys),
-                )
-                node_task = tg.create_task(crawler.run())
-            renewing = tg.create_task(_renew(lease))
-            ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
-            stopping = tg.create_task(_watch_for_stop(client, keys))
-            limits = tg.create_task(_watch_limits(client, keys, layout, config))
-            interrupt = tg.create_task(interrupted.wait())
-            live = tg.create_task(_live_reports(client, sync, keys, layout, gatherer, say)) if say else None
-            watchers = {ending, stopping, limits, interrupt}
-            done, _ = await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
-            if ending in done:
-                end = "finished" if config.revisit.every is None else "idle"
-                await persist("declaring the end", lambda: client.set(keys.control, end))
-                if crawler is not None and end == "idle":
-                    crawler.stop()  # this process's node; the workers wait for the next pass
-            elif limits in done:
-                outcome = limits.result()  # the whole crawl was told to stop at --max-pages / --max-time
-                await _watch_for_stop(client, keys)
-            elif interrupt in done:
-                outcome = "interrupted"  # this process only: the crawl goes on in Redis
-                if crawler is not None:
-                    crawler.stop()
-            else:
-                outcome = "stopped"  # by `webtrawl control stop`: in-flight fetches finished, nothing lost
-            for task in watchers:
-                task.cancel()
-            if node_task is not None:
-                await node_task
-            # Nodes report when they leave: not after a pass that leaves them waiting for the next.
-            leaving = outcome != "interrupted" and config.revisit.every is None
-            reports = await _final_reports(client, sync, keys, gatherer, wait=leaving)
-            renewing.cancel()
-            if live is not None:
-                live.cancel()
+        interrupted = asyncio.Event()
+        # A Ctrl-C from here on stops this process's node gracefully; before, it cancels the set-up.
+        with interrupts.stopping(interrupted.set) if interrupts else contextlib.nullcontext():
+            async with asyncio.TaskGroup() as tg:
+                if fetch:
+                    crawler = NodeCrawler(
+                        config,
+                        client=client,
+                        sync_client=sync,
+                        keys=keys,
+                        layout=layout,
+                        node=await asyncio.to_thread(register, sync, keys),
+                    )
+                    node_task = tg.create_task(crawler.run())
+                renewing = tg.create_task(_renew(lease))
+                ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
+                stopping = tg.create_task(_watch_for_stop(client, keys))
+                limits = tg.create_task(_watch_limits(client, keys, layout, config))
+                interrupt = tg.create_task(interrupted.wait())
+                live = tg.create_task(_live_reports(client, sync, keys, layout, gatherer, say)) if say else None
+                watchers = {ending, stopping, limits, interrupt}
+                done, _ = await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
+                if ending in done:
+                    end = "finished" if config.revisit.every is None else "idle"
+                    await persist("declaring the end", lambda: client.set(keys.control, end))
+                    if crawler is not None and end == "idle":
+                        crawler.stop()  # this process's node; the workers wait for the next pass
+                elif limits in done:
+                    outcome = limits.result()  # the whole crawl was told to stop at --max-pages / --max-time
+                    await _watch_for_stop(client, keys)
+                elif interrupt in done:
+                    outcome = "interrupted"  # this process only: the crawl goes on in Redis
+                    if crawler is not None:
+                        crawler.stop()
+                else:
+                    outcome = "stopped"  # by `webtrawl control stop`: in-flight fetches finished, nothing lost
+                for task in watchers:
+                    task.cancel()
+                if node_task is not None:
+                    await node_task
+                # Nodes report when they leave: not after a pass that leaves them waiting for the next.
+                leaving = outcome != "interrupted" and config.revisit.every is None
+                reports = await _final_reports(client, sync, keys, gatherer, wait=leaving)
+                renewing.cancel()
+                if live is not None:
+                    live.cancel()
         if outcome == "finished":
             lost = await db.run(settle_unreached, crawl_id)
             if lost:
@@ -263,22 +271,6 @@ async def _done(client: Any, keys: Keys, layout: Layout) -> int:
     return sum(int(v or 0) for v in await persist("counting pages", pipe.execute))
 
 
-def _on_signals(stop: Callable[[], None]) -> None:
-    """Ctrl-C or SIGTERM: `stop` (fetches in flight finish); a second one ends the process at once."""
-    loop = asyncio.get_running_loop()
-    count = 0
-
-    def handle() -> None:
-        nonlocal count
-        count += 1
-        if count > 1:
-            os._exit(130)  # nothing is lost: in-flight URLs go back to waiting when the leases expire
-        stop()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, handle)
-
-
 async def _watch_for_stop(client: Any, keys: Keys) -> None:
     while await persist("reading the control key", lambda: client.get(keys.control)) != b"stop":
         await asyncio.sleep(0.5)
@@ -302,8 +294,11 @@ async def _final_reports(
         await asyncio.sleep(0.5)
 
 
-async def run_worker(url: str, name: str, *, out: Path | None, concurrency: int | None) -> tuple[str, CrawlReport]:
-    """Join crawl `name` as a node; returns the node id and its report when the crawl ends or it is stopped."""
+async def run_worker(
+    url: str, name: str, *, out: Path | None, concurrency: int | None, interrupts: Interrupts | None = None
+) -> tuple[str, CrawlReport]:
+    """Join crawl `name` as a node; returns the node id and its report when the crawl ends or it is stopped
+    (with `interrupts`, the command's Ctrl-C, by an interrupt too: its fetches in flight finish)."""
     client, sync = await _open(url)
     try:
         keys = Keys(name)
@@ -315,8 +310,8 @@ async def run_worker(url: str, name: str, *, out: Path | None, concurrency: int 
         if out is None:
             config = _with_out(config, Path(f"webtrawl-{node}"))
         crawler = NodeCrawler(config, client=client, sync_client=sync, keys=keys, layout=layout, node=node)
-        _on_signals(crawler.stop)
-        return node, await crawler.run()
+        with interrupts.stopping(crawler.stop) if interrupts else contextlib.nullcontext():
+            return node, await crawler.run()
     finally:
         await client.aclose()
         sync.close()
