@@ -42,16 +42,10 @@ class _Model(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
-class PageOut(_Model):
+class _Capture(_Model):
+    """A capture, with the addresses of its details and its archived copy."""
+
     id: int
-    url: str
-    title: str
-    status: int | None
-    content_type: str
-    size: int
-    depth: int | None
-    fetched_at: float
-    error: str | None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -62,6 +56,17 @@ class PageOut(_Model):
     @property
     def archive(self) -> str:
         return f"/archive/{self.id}"
+
+
+class PageOut(_Capture):
+    url: str
+    title: str
+    status: int | None
+    content_type: str
+    size: int
+    depth: int | None
+    fetched_at: float
+    error: str | None
 
 
 class PagesOut(_Model):
@@ -150,26 +155,15 @@ class CaptureRef(_Model):
     status: int | None
 
 
-class RepeatedOut(_Model):
+class RepeatedOut(_Capture):
     """The capture whose content an unchanged capture repeats."""
 
-    id: int
     fetched_at: float
     status: int | None
     warc_file: str | None
     node: str | None
     warc_here: bool
     """Whether its WARC file is in this crawl directory: the unchanged capture's archived copy is read from it."""
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def detail(self) -> str:
-        return f"/page/{self.id}"
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def archive(self) -> str:
-        return f"/archive/{self.id}"
 
 
 class DetailOut(_Model):
