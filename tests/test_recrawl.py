@@ -118,19 +118,21 @@ def warc_types(out: Path) -> dict[str, list[tuple[str, str | None]]]:
 
 async def test_a_recrawl_asks_conditionally_stores_revisits_and_keeps_history(tmp_path: Path) -> None:
     site = ChangingSite()
-    site.set("/", "home", links=("/same", "/plain", "/changes", "/gone"), etag='"home-1"')
+    site.set("/", "home", links=("/same", "/plain", "/changes", "/gone", "/withdrawn"), etag='"home-1"')
     site.set("/same", "never changes", etag='"same-1"')
     site.set("/plain", "no validators and no change")
     site.set("/changes", "first version aardvark", modified=1_700_000_000)
     site.set("/gone", "about to disappear", etag='"gone-1"')
+    site.set("/withdrawn", "to be withdrawn for good", modified=1_700_000_000)
     async with serving(site):
         config = replace(fast_config(site.url + "/", tmp_path), revisit=replace(REVISIT, recrawl=False))
         await crawl(config)
         await asyncio.sleep(0.25)  # every page is due again
 
-        site.set("/", "home", links=("/same", "/plain", "/changes", "/gone", "/new"), etag='"home-2"')
+        site.set("/", "home", links=("/same", "/plain", "/changes", "/gone", "/withdrawn", "/new"), etag='"home-2"')
         site.set("/changes", "second version zebra", modified=1_700_000_100)
         site.pages["/gone"].status = 404
+        site.pages["/withdrawn"].status = 410
         site.set("/new", "a page added since", etag='"new-1"')
         before = len(site.requests)
         report = await crawl(replace(config, revisit=REVISIT))
@@ -140,7 +142,7 @@ async def test_a_recrawl_asks_conditionally_stores_revisits_and_keeps_history(tm
     assert second["/changes"][0]["If-Modified-Since"] == "Tue, 14 Nov 2023 22:13:20 GMT"
     assert "If-None-Match" not in second["/plain"][0] and "If-Modified-Since" not in second["/plain"][0]
     assert {path: status for path, (_h, status) in second.items()} == {
-        "/": 200, "/same": 304, "/plain": 200, "/changes": 200, "/gone": 404, "/new": 200,
+        "/": 200, "/same": 304, "/plain": 200, "/changes": 200, "/gone": 404, "/withdrawn": 410, "/new": 200,
     }  # fmt: skip
     assert report.statuses[304] == 1
 
@@ -159,9 +161,10 @@ async def test_a_recrawl_asks_conditionally_stores_revisits_and_keeps_history(tm
     assert by_path["/same"][0][2] == by_path["/same"][1][2]  # the revisit keeps the content's digest
     assert [(s, u) for s, u, _d in by_path["/changes"]] == [(200, 0), (200, 0)]
     assert by_path["/changes"][0][2] != by_path["/changes"][1][2]
-    assert [s for s, _u, _d in by_path["/gone"]] == [200, 404]  # the removal is recorded, the history kept
-    ((state, reason),) = rows(tmp_path, "SELECT state, reason FROM urls WHERE url = ?", site.url + "/gone")
-    assert (state, reason) == (3, "HTTP 404")
+    for path, status in (("/gone", 404), ("/withdrawn", 410)):
+        assert [s for s, _u, _d in by_path[path]] == [200, status]  # the removal is recorded, the history kept
+        ((state, reason),) = rows(tmp_path, "SELECT state, reason FROM urls WHERE url = ?", site.url + path)
+        assert (state, reason) == (3, f"HTTP {status}")
     # search finds the current text of a changed page, not the old one; unchanged pages stay searchable
     assert search(tmp_path, "zebra") == [site.url + "/changes"]
     assert search(tmp_path, "aardvark") == []
