@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from measure import Result, Usage, fetched_paths, read_jsonl, run_measured, summarize
+from measure import Result, Usage, fetched_paths, print_columns, read_jsonl, run_measured, summarize
 from nginx import Nginx, NginxError
 from sitegen import generate
 
@@ -132,14 +132,7 @@ def print_table(results: list[Result]) -> None:
         )
         for r in results
     ]
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    print()
-    for number, row in enumerate((header, *rows)):
-        cells = [row[0].ljust(widths[0])]
-        cells += [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
-        print(" | ".join(cells))
-        if number == 0:
-            print("-+-".join("-" * width for width in widths))
+    print_columns(header, rows)
     by_name = {r.crawler: r for r in results}
     ours, theirs = by_name.get("webtrawl"), by_name.get("scrapy")
     if ours and theirs and theirs.pages_per_second and ours.pages:

@@ -1,4 +1,4 @@
-"""Run one crawler as a child process and turn what it did into figures.
+"""Run one crawler as a child process and turn what it did into figures; print them as a table.
 
 Time, CPU and memory come from the kernel's accounting of the child (`os.wait4`), so they cover the
 whole crawler process, start-up included, and nothing of the harness or of nginx.
@@ -186,3 +186,14 @@ def summarize(
         exit_code=usage.exit_code,
         note=note,
     )
+
+
+def print_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print a table after a blank line: the first column left-aligned, the figures right-aligned."""
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    print()
+    for number, row in enumerate((header, *rows)):
+        cells = [row[0].ljust(widths[0]), *(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))]
+        print(" | ".join(cells))
+        if number == 0:
+            print("-+-".join("-" * width for width in widths))

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from crawl_bench import CONCURRENCY, OUT, prepare_site, warm_page_cache
-from measure import Usage, run_measured
+from measure import Usage, print_columns, run_measured
 from nginx import ACCESS_FIELDS, Nginx, NginxError
 from webtrawl.store.db import DB_NAME
 
@@ -229,13 +229,7 @@ def print_table(rows: list[Row]) -> None:
         )
         for r in rows
     ]
-    widths = [max(len(row[i]) for row in (header, *cells)) for i in range(len(header))]
-    print()
-    for number, row in enumerate((header, *cells)):
-        line = [row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
-        print(" | ".join(line))
-        if number == 0:
-            print("-+-".join("-" * width for width in widths))
+    print_columns(header, cells)
 
 
 def print_ratios(first: Row, again: Row) -> None:

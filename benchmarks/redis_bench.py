@@ -37,7 +37,7 @@ import redis
 
 from bloom_bench import redis_server
 from crawl_bench import CONCURRENCY, OUT, Run, crawl_webtrawl, prepare_site, profiled, warm_page_cache
-from measure import Result, Usage, fetched_paths, read_jsonl, run_measured_together, summarize
+from measure import Result, Usage, fetched_paths, print_columns, read_jsonl, run_measured_together, summarize
 from nginx import Nginx, NginxError
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
@@ -325,12 +325,7 @@ def print_table(cases: list[Case]) -> None:
                 "-" if f is None else f"{f.peak_memory / 2**20:.1f}",
             )
         )
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    print()
-    for number, row in enumerate((header, *rows)):
-        print(" | ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]))
-        if number == 0:
-            print("-+-".join("-" * width for width in widths))
+    print_columns(header, rows)
     by_case = {case.result.crawler: case.result for case in cases}
     embedded, node = by_case.get("embedded"), by_case.get("redis 1 node")
     if embedded and node and embedded.pages_per_second:
