@@ -1,4 +1,4 @@
-"""What the dashboard's browsing views read: a crawl's captures page by page, search, one capture.
+"""What the dashboard's browsing views read: a crawl's captures page by page, and search (one capture: `detail`).
 
 The pages list pages with a keyset (the sort key of the last row shown, as an opaque cursor), never from
 an OFFSET, so the thousandth page costs what the first does: a range scan of its sort's index (migration
@@ -25,10 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..models import State
-from ..urls import fingerprint
 from .index import unindexed
-from .replay import capture_by_id, original_of
 
 Sort = Literal["fetched", "url", "size", "status"]
 SORT_KEYS: dict[str, tuple[str, ...]] = {
@@ -46,8 +43,6 @@ _KEY_TYPES: dict[str, tuple[type | tuple[type, ...], ...]] = {
     "search": ((int, float), int),
     "search in capture order": (int,),
 }
-MAX_LINKS = 500
-"""In-links and out-links listed on a capture's detail (the totals are counted in full)."""
 _BM25 = "bm25(captures_fts, 10.0, 4.0, 1.0)"
 """A match in the title counts ten times one in the text, one in the URL four times."""
 _STATUS = re.compile(r"(?:(\d{3})|([1-5])xx|(none))")
@@ -122,10 +117,10 @@ class PageList:
     """The cursor of the page before (pass it as `before`), or None on the first page."""
 
 
-_ROW = "c.id, c.url, c.title, c.status, c.content_type, c.size, u.depth, c.fetched_at, c.error"
-"""The columns of a `PageRow`, from `_FROM`."""
-_FROM = "FROM captures c LEFT JOIN urls u ON u.crawl_id = c.crawl_id AND u.fp = c.fp"
-_BY_ID = _FROM.replace("captures c", "captures c NOT INDEXED")
+ROW = "c.id, c.url, c.title, c.status, c.content_type, c.size, u.depth, c.fetched_at, c.error"
+"""The columns of a `PageRow`, from `FROM`."""
+FROM = "FROM captures c LEFT JOIN urls u ON u.crawl_id = c.crawl_id AND u.fp = c.fp"
+_BY_ID = FROM.replace("captures c", "captures c NOT INDEXED")
 """For rows picked by id: the planner would rather scan an index of the crawl's captures (or of a status)
 than look up a list of rowids; NOT INDEXED leaves it the rowid alone."""
 SCAN_WINDOW = 5000
@@ -173,7 +168,7 @@ def list_pages(
         rows = {
             row[0]: row
             for row in conn.execute(
-                f"SELECT {_ROW} {_BY_ID} WHERE c.crawl_id = ?{filtered} AND c.id IN ({', '.join('?' * len(keys))})",
+                f"SELECT {ROW} {_BY_ID} WHERE c.crawl_id = ?{filtered} AND c.id IN ({', '.join('?' * len(keys))})",
                 (crawl_id, *params, *(key[-1] for key in keys)),
             )
         }
@@ -351,7 +346,7 @@ def search(
             rows = {
                 row[0]: row
                 for row in conn.execute(
-                    f"SELECT {_ROW} {_BY_ID} WHERE c.crawl_id = ?{filtered} "
+                    f"SELECT {ROW} {_BY_ID} WHERE c.crawl_id = ?{filtered} "
                     f"AND c.id IN ({', '.join('?' * len(scored))})",
                     (crawl_id, *params, *(rowid for rowid, _ in scored)),
                 )
@@ -436,157 +431,3 @@ def segments(marked: str, marks: tuple[str, str]) -> list[Segment]:
         elif part:
             out.append(Segment(part, inside))
     return out
-
-
-# -- one capture -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LinkRow:
-    url: str
-    capture_id: int | None
-    """The URL's latest capture, if it was fetched."""
-    state: str
-    """waiting, running, done, failed, or "dropped: <reason>"."""
-
-
-@dataclass(frozen=True, slots=True)
-class CaptureRef:
-    id: int
-    fetched_at: float
-    status: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Repeated:
-    """The earlier capture whose content an unchanged capture stands for (see `replay.original_of`)."""
-
-    id: int
-    fetched_at: float
-    status: int | None
-    warc_file: str | None
-    node: str | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Detail:
-    page: PageRow
-    kind: str | None
-    """How the URL was found: seed, link, requisite, redirect or sitemap."""
-    state: str | None
-    reason: str | None
-    """Why the URL failed (or waits for a retry)."""
-    referrer: LinkRow | None
-    redirects: list[str]
-    """URLs that redirected to this one, first first."""
-    location: LinkRow | None
-    """Where a 3xx response pointed."""
-    request_headers: list[tuple[str, str]]
-    response_headers: list[tuple[str, str]]
-    ip: str | None
-    ttfb: float | None
-    elapsed: float | None
-    truncated: str | None
-    etag: str | None
-    last_modified: str | None
-    payload_digest: str | None
-    warc_file: str | None
-    warc_offset: int | None
-    warc_length: int | None
-    node: str | None
-    """The node of a distributed crawl that fetched it: its WARC file is on that node's disk."""
-    unchanged: bool
-    """A re-fetch that brought nothing new (a 304, or the same payload digest): archived as a revisit record."""
-    repeats: Repeated | None
-    """For an unchanged capture, the capture whose content it repeats; None when the crawl has none."""
-    captures: list[CaptureRef]
-    """Every capture of the URL, oldest first."""
-    out_links: list[LinkRow]
-    out_total: int
-    in_links: list[LinkRow]
-    in_total: int
-
-
-_PLAIN = (
-    "ip", "ttfb", "elapsed", "truncated", "etag", "last_modified", "payload_digest", "warc_file", "warc_offset",
-    "warc_length", "node",
-)  # fmt: skip
-"""Detail columns passed on as stored."""
-_OUT_LINKS = "SELECT dst_fp FROM links WHERE crawl_id = ? AND src_fp = ?"
-_IN_LINKS = "SELECT src_fp FROM links WHERE crawl_id = ? AND dst_fp = ?"
-
-
-def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail | None:
-    cursor = conn.execute(
-        f"SELECT {_ROW}, {', '.join(f'c.{name}' for name in _PLAIN)}, c.fp, c.redirects, c.location, "
-        f"c.request_headers, c.response_headers, c.unchanged, u.kind, u.state, u.reason, u.referrer_fp {_FROM} "
-        "WHERE c.crawl_id = ? AND c.id = ?",
-        (crawl_id, capture_id),
-    )
-    row = cursor.fetchone()
-    if row is None:
-        return None
-    n = len(PageRow.__slots__)
-    more = dict(zip((column[0] for column in cursor.description[n:]), row[n:], strict=True))
-    fp, state, location = more["fp"], more["state"], more["location"]
-    out_links, out_total = _link_rows(conn, crawl_id, _OUT_LINKS, fp)
-    in_links, in_total = _link_rows(conn, crawl_id, _IN_LINKS, fp)
-    return Detail(
-        page=PageRow(**dict(zip(PageRow.__slots__, row[:n], strict=True))),
-        **{name: more[name] for name in _PLAIN},
-        unchanged=bool(more["unchanged"]),
-        repeats=_repeated(conn, crawl_id, capture_id) if more["unchanged"] else None,
-        kind=more["kind"],
-        state=None if state is None else State(state).name.lower(),
-        reason=more["reason"],
-        referrer=_link_row(conn, crawl_id, more["referrer_fp"]),
-        redirects=json.loads(more["redirects"] or "[]"),
-        location=_link_row(conn, crawl_id, fingerprint(location) if location else None),
-        request_headers=[tuple(pair) for pair in json.loads(more["request_headers"] or "[]")],
-        response_headers=[tuple(pair) for pair in json.loads(more["response_headers"] or "[]")],
-        captures=[
-            CaptureRef(*ref)
-            for ref in conn.execute(
-                "SELECT id, fetched_at, status FROM captures WHERE crawl_id = ? AND fp = ? ORDER BY fetched_at, id",
-                (crawl_id, fp),
-            )
-        ],
-        out_links=out_links,
-        out_total=out_total,
-        in_links=in_links,
-        in_total=in_total,
-    )
-
-
-def _repeated(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Repeated | None:
-    """The capture unchanged capture `capture_id` repeats, found as the archive view finds it."""
-    revisit = capture_by_id(conn, crawl_id, capture_id)
-    original = original_of(conn, crawl_id, revisit) if revisit is not None else None
-    if original is None:
-        return None
-    return Repeated(original.id, original.fetched_at, original.status, original.warc_file, original.node)
-
-
-def _link_rows(conn: sqlite3.Connection, crawl_id: int, query: str, fp: int) -> tuple[list[LinkRow], int]:
-    """The first MAX_LINKS URLs `query` finds (by fingerprint), as the crawl knows them, sorted; and how many
-    it finds in all."""
-    fps = [other for (other,) in conn.execute(f"{query} LIMIT ?", (crawl_id, fp, MAX_LINKS))]
-    (total,) = conn.execute(f"SELECT COUNT(*) FROM ({query})", (crawl_id, fp)).fetchone()
-    rows = [_link_row(conn, crawl_id, other) for other in fps]
-    return sorted((row for row in rows if row is not None), key=lambda row: row.url), int(total)
-
-
-def _link_row(conn: sqlite3.Connection, crawl_id: int, fp: int | None) -> LinkRow | None:
-    if fp is None:
-        return None
-    url, state, dropped, capture_id = conn.execute(
-        "SELECT COALESCE(u.url, d.url), u.state, d.reason, "
-        "(SELECT MAX(id) FROM captures c WHERE c.crawl_id = ?1 AND c.fp = ?2) "
-        "FROM (SELECT 1) LEFT JOIN urls u ON u.crawl_id = ?1 AND u.fp = ?2 "
-        "LEFT JOIN dropped d ON d.crawl_id = ?1 AND d.fp = ?2",
-        (crawl_id, fp),
-    ).fetchone()
-    if url is None:
-        return None
-    label = State(state).name.lower() if state is not None else f"dropped: {dropped}"
-    return LinkRow(url=url, capture_id=capture_id, state=label)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from starlette.concurrency import run_in_threadpool
 
 from ..store import browse as store
+from ..store import detail
 from ..store.overview import overview
 from .app import templates
 from .site import Site
@@ -380,7 +381,7 @@ async def search_api(
 def _detail(request: Request, capture_id: int) -> DetailOut:
     site = _site(request)
     with site.reader() as (conn, crawl_id):
-        found = store.detail(conn, crawl_id, capture_id)
+        found = detail.detail(conn, crawl_id, capture_id)
     if found is None:
         raise HTTPException(404, f"no capture {capture_id} in this crawl")
     fields = {**asdict(found), "warc_here": _warc_here(site, found.warc_file)}
