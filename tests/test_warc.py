@@ -246,6 +246,25 @@ def test_recovery_cuts_uncommitted_bytes_and_keeps_others_files(tmp_path: Path, 
     read_fastwarc(kept)
 
 
+def test_records_appended_after_recovery_name_the_files_warcinfo(tmp_path: Path) -> None:
+    writer = new_writer(tmp_path)
+    writer.write(outcome("http://example.com/before"))
+    committed = writer.flush()
+    writer.close()
+
+    writer = new_writer(tmp_path, committed)
+    writer.write(outcome("http://example.com/after"))
+    writer.close()
+    [path] = warc_files(tmp_path)
+    [info, *records] = read_warcio(path)
+    assert info["type"] == "warcinfo"
+    assert [r["warc"].get("WARC-Target-URI") for r in records if r["type"] == "response"] == [
+        "http://example.com/before",
+        "http://example.com/after",
+    ]
+    assert {r["warc"]["WARC-Warcinfo-ID"] for r in records} == {info["warc"]["WARC-Record-ID"]}
+
+
 def test_recovery_opens_a_new_file_when_the_newest_is_full(tmp_path: Path) -> None:
     writer = new_writer(tmp_path, max_size=100)
     first = writer.write(outcome())
