@@ -209,6 +209,31 @@ async def test_intervals_shorten_for_pages_that_change_and_lengthen_for_those_th
     assert [round(i["still"], 3) for i in intervals] == [0.1, 0.14, 0.196, 0.274]  # ×1.4 per unchanged visit
 
 
+async def test_every_revisit_refers_to_the_capture_that_holds_the_content(tmp_path: Path) -> None:
+    site = ChangingSite()
+    site.set("/", "home", links=("/same", "/plain"), etag='"home"')
+    site.set("/same", "never changes", etag='"same"')
+    site.set("/plain", "no validators and no change")
+    async with serving(site):
+        config = replace(fast_config(site.url + "/", tmp_path), revisit=REVISIT)
+        for _run in range(3):
+            await crawl(config)
+            await asyncio.sleep(0.25)  # every page is due again
+    for path in ("/same", "/plain"):
+        records = []
+        for file in sorted((tmp_path / "warc").glob("*.warc.gz")):
+            with file.open("rb") as stream:
+                records += [
+                    (r.rec_type, r.rec_headers.get_header("WARC-Date"), r.rec_headers.get_header("WARC-Refers-To-Date"))
+                    for r in ArchiveIterator(stream)
+                    if r.rec_type in ("response", "revisit")
+                    and r.rec_headers.get_header("WARC-Target-URI").endswith(path)
+                ]
+        [(kind, content_date, _none), *revisits] = records
+        assert kind == "response" and len(revisits) == 2, path
+        assert [(k, refers) for k, _date, refers in revisits] == [("revisit", content_date)] * 2, path
+
+
 def test_an_interval_stays_within_its_bounds() -> None:
     config = RevisitConfig(min_interval=60, max_interval=3600)
     assert next_interval(config, None, changed=True) == 60

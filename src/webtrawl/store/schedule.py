@@ -77,13 +77,15 @@ def _superseding(item: Completion) -> bool:
 
 def _schedule(item: Completion) -> tuple[Any, ...]:
     """What a URL keeps of an ended fetch: its validators and digest (of a response that had content to
-    compare: a 2xx or a 304), and its revisit schedule."""
+    compare: a 2xx or a 304), and its revisit schedule. An unchanged fetch keeps the time of the capture that
+    holds the content, which the next revisit record refers to (WARC-Refers-To-Date)."""
     capture = item.capture
     kept = capture is not None and capture.status is not None and (200 <= capture.status < 300 or capture.status == 304)
     if not kept:
         return (capture.fetched_at if capture else None, None, None, None, item.interval, item.due)
     assert capture is not None
-    return (capture.fetched_at, capture.payload_digest, capture.etag, capture.last_modified, item.interval, item.due)
+    fetched = None if capture.unchanged else capture.fetched_at
+    return (fetched, capture.payload_digest, capture.etag, capture.last_modified, item.interval, item.due)
 
 
 def requeue_due(conn: sqlite3.Connection, crawl_id: int, now: float) -> int:
