@@ -541,17 +541,20 @@ def test_decompression_bombs_stop_at_max_size(tmp_path: Path, bombs: Path) -> No
 
 @pytest.mark.slow
 def test_a_connect_that_never_completes_times_out(tmp_path: Path) -> None:
-    """The host's accept queue is full, so the kernel drops the SYNs: only the connect timeout (10 s) ends it.
+    """The host's accept queue is full, so the kernel drops the SYNs: only the connect timeout (2 s here) ends it.
 
     robots.txt is ignored so that the record is the page's own (with it, the host fails as "robots.txt
     unreachable" after the same waits).
     """
+    config = tmp_path / "webtrawl.toml"
+    config.write_text("[fetch]\nconnect_timeout = 2.0\n")
     with serve_in_thread() as site:
         never = site.unconnectable + "/never-connects"
-        run = crawl(site, "/timeouts", tmp_path, "--ignore-robots", "--deny", "slowloris", deadline=40)
+        args = ("--config", str(config), "--ignore-robots", "--deny", "slowloris")
+        run = crawl(site, "/timeouts", tmp_path / "crawl", *args, deadline=30)
     assert run.code == 0, run.stderr
     assert run.stdout.startswith("finished: "), run.stdout
-    assert run.elapsed < 30  # two attempts of 10 s and a backoff
+    assert run.elapsed < 12  # two attempts of 2 s and a backoff
     state, reason, attempts = run.state(never)
     assert (state, attempts) == (FAILED, 2) and reason is not None and reason.startswith("connect timeout")
     assert run.captures(never) == [(None, "connect timeout", None, 0, "")] * 2
