@@ -42,9 +42,9 @@ class ChangingSite:
         self.url = ""
 
     def set(self, path: str, text: str, *, links: tuple[str, ...] = (), etag: str | None = None,
-            modified: float | None = None, status: int = 200) -> None:  # fmt: skip
+            modified: float | None = None, status: int = 200, title: str | None = None) -> None:  # fmt: skip
         anchors = "".join(f'<a href="{link}">{link}</a>' for link in links)
-        body = f"<!doctype html><title>{path}</title><p>{text}</p>{anchors}"
+        body = f"<!doctype html><title>{title or path}</title><p>{text}</p>{anchors}"
         self.pages[path] = Page(body, etag, modified, status)
 
     async def handle(self, request: web.Request) -> web.Response:

@@ -9,6 +9,7 @@ the content a revisit repeats.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sqlite3
 import warnings
@@ -22,6 +23,7 @@ from selectolax.lexbor import LexborHTMLParser
 from starlette.exceptions import StarletteDeprecationWarning
 
 from tests.crawls import fast_config
+from tests.test_cli import webtrawl
 from tests.test_recrawl import ChangingSite, crawl, serving
 from tests.web.test_archive import assert_copy_headers, client_for, update
 from webtrawl.config import RevisitConfig
@@ -79,13 +81,13 @@ def crawled(tmp_path_factory: pytest.TempPathFactory) -> Crawled:
     async def run() -> str:
         site.set("/", "home", links=("/same", "/later", "/plain"), etag='"home"')
         site.set("/same", "never changes", etag='"same-1"')
-        site.set("/later", "first version aardvark", modified=1_700_000_000)
+        site.set("/later", "first version aardvark", modified=1_700_000_000, title="Later, first")
         site.set("/plain", "first plain ocelot")
         async with serving(site):
             config = replace(fast_config(site.url + "/", out), warc_size=1, revisit=replace(REVISIT, recrawl=False))
             await crawl(config)
             await asyncio.sleep(0.25)  # every page is due again
-            site.set("/later", "second version zebra", modified=1_700_000_100)
+            site.set("/later", "second version zebra", modified=1_700_000_100, title="Later, second")
             site.set("/plain", "second plain lynx")
             await crawl(replace(config, revisit=REVISIT))
             await asyncio.sleep(0.35)
@@ -189,6 +191,21 @@ def test_detail_says_unchanged_and_links_the_capture_it_repeats(crawled: Crawled
     full = client.get(f"/api/page/{first.id}").json()
     assert (full["unchanged"], full["repeats"]) == (False, None)
     assert LexborHTMLParser(client.get(f"/page/{first.id}").text).css_first("#unchanged") is None
+
+
+def test_unchanged_captures_are_listed_under_the_title_of_their_content(crawled: Crawled, client: TestClient) -> None:
+    rows = {row["id"]: row["title"] for row in client.get("/api/pages?limit=100").json()["rows"]}
+    assert [rows[c.id] for c in crawled.captures("/later")] == ["Later, first", "Later, second", "Later, second"]
+    assert [rows[c.id] for c in crawled.captures("/same")] == ["/same"] * 3
+    latest = crawled.captures("/later")[-1]
+    assert LexborHTMLParser(client.get(f"/page/{latest.id}").text).css_first("#title").text() == "Later, second"
+    assert client.get(f"/api/page/{latest.id}").json()["page"]["title"] == "Later, second"
+    code, jsonl, err = asyncio.run(webtrawl("export", str(crawled.out)))
+    assert code == 0, err
+    exported = [json.loads(line) for line in jsonl.splitlines()]
+    assert [row["title"] for row in exported if row["url"] == crawled.url + "/later"] == [
+        "Later, first", "Later, second", "Later, second",
+    ]  # fmt: skip
 
 
 def test_a_lost_original_gives_a_clear_page(crawled: Crawled, tmp_path: Path) -> None:

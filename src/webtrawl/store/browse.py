@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .index import unindexed
+from .index import TITLE, unindexed
 
 Sort = Literal["fetched", "url", "size", "status"]
 SORT_KEYS: dict[str, tuple[str, ...]] = {
@@ -117,7 +117,7 @@ class PageList:
     """The cursor of the page before (pass it as `before`), or None on the first page."""
 
 
-ROW = "c.id, c.url, c.title, c.status, c.content_type, c.size, u.depth, c.fetched_at, c.error"
+ROW = f"c.id, c.url, {TITLE}, c.status, c.content_type, c.size, u.depth, c.fetched_at, c.error"
 """The columns of a `PageRow`, from `FROM`."""
 FROM = "FROM captures c LEFT JOIN urls u ON u.crawl_id = c.crawl_id AND u.fp = c.fp"
 _BY_ID = FROM.replace("captures c", "captures c NOT INDEXED")

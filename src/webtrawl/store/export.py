@@ -36,6 +36,7 @@ from ..errors import InvalidURL, StoreError
 from ..models import MediaFile
 from ..urls import fingerprint, normalize, surt
 from .crawls import crawl_id_of
+from .index import TITLE
 from .media import media_rows
 
 Format = Literal["jsonl", "csv", "cdxj"]
@@ -49,8 +50,8 @@ MEDIA_FIELDS = tuple(f.name for f in fields(MediaFile))
 
 # `+c.crawl_id` keeps SQLite from using the (crawl_id, fp) index: walking the table in id order streams
 # rows from the first one, where the index would need every row sorted by id first.
-_ROWS = """
-    SELECT c.url, c.location, c.status, c.content_type, c.size, c.title, u.depth, c.fetched_at, c.warc_file,
+_ROWS = f"""
+    SELECT c.url, c.location, c.status, c.content_type, c.size, {TITLE}, u.depth, c.fetched_at, c.warc_file,
            c.warc_offset, c.warc_length, c.payload_digest, c.truncated, c.error, c.redirects, c.node
     FROM captures c LEFT JOIN urls u ON u.crawl_id = c.crawl_id AND u.fp = c.fp
     WHERE +c.crawl_id = ? ORDER BY c.id

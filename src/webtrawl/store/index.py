@@ -24,6 +24,15 @@ _COLUMNS = (
 _INSERT = f"INSERT INTO captures(crawl_id, {_COLUMNS}) VALUES ({', '.join('?' * 30)})"
 
 
+TITLE = (
+    "IFNULL(IIF(c.unchanged, (SELECT p.title FROM captures p WHERE p.crawl_id = c.crawl_id AND p.fp = c.fp "
+    "AND p.unchanged = 0 AND p.payload_digest = c.payload_digest AND p.fetched_at <= c.fetched_at "
+    "ORDER BY p.fetched_at DESC LIMIT 1), c.title), '')"
+)
+"""The title of capture `c` as readers show it. An unchanged capture is not parsed again (it keeps no title
+of its own, so search finds its content once): its title is that of the latest capture with its content."""
+
+
 def capture_row(capture: Capture, node: str | None = None, ingest_key: str | None = None) -> tuple[Any, ...]:
     """The column values of one capture, in `_COLUMNS` order.
 
