@@ -13,7 +13,7 @@ import redis.asyncio
 from tests.crawls import check_warcs, fast_config
 from tests.test_recrawl import REVISIT, ChangingSite, rows, search, serving, warc_types
 from webtrawl.cluster.keys import Keys
-from webtrawl.cluster.runs import run_coordinator
+from webtrawl.cluster.runs import run_coordinator, run_worker
 from webtrawl.cluster.twins import RedisTwins
 from webtrawl.config import CrawlConfig, PolitenessConfig
 from webtrawl.frontier.redis import Layout
@@ -76,6 +76,37 @@ async def test_a_distributed_recrawl_asks_conditionally_and_keeps_history(tmp_pa
         counts = [await client.hmget(keys.counters(p), "waiting", "running", "done", "failed") for p in range(4)]
     waiting, running, done, failed = (sum(int(c[i] or 0) for c in counts) for i in range(4))
     assert (waiting, running, done, failed) == (0, 0, 4, 1)
+
+
+@pytest.mark.slow
+async def test_a_worker_waits_between_passes_and_fetches_the_next_one(tmp_path: Path, redis_url: str) -> None:
+    """With --every, a pass that has nothing left to do leaves the crawl idle: the worker stays for the next."""
+    site = ChangingSite()
+    site.set("/", "home", links=("/same",), etag='"home"')
+    site.set("/same", "never changes", etag='"same"')
+    async with serving(site):
+        config = replace(
+            fast_config(site.url + "/", tmp_path / "coord", name="passes"), revisit=replace(REVISIT, every=1)
+        )
+        await coordinate(config, redis_url)  # the first pass, crawled by the coordinator's own node
+        worker = asyncio.create_task(run_worker(redis_url, "passes", out=tmp_path / "worker", concurrency=None))
+        await asyncio.sleep(0.5)  # the worker joins the idle crawl; every page is due again
+        assert not worker.done()
+        before = len(site.requests)
+        report, _nodes = await run_coordinator(config, redis_url, LAYOUT, fetch=False)
+        second = site.last_run(before)
+        assert report.outcome == "finished" and not worker.done()  # the pass ended; the worker waits on
+        async with redis.asyncio.Redis.from_url(redis_url) as client:
+            assert await client.get(Keys("passes").control) == b"idle"
+            await client.set(Keys("passes").control, "stop")
+        node, worked = await asyncio.wait_for(worker, 30)
+    assert {path: status for path, (_headers, status) in second.items()} == {"/": 304, "/same": 304}
+    assert (worked.outcome, worked.pages) == ("stopped", 2)
+    assert warc_types(tmp_path / "worker") == {
+        "/": [("revisit", "server-not-modified")],
+        "/same": [("revisit", "server-not-modified")],
+    }
+    assert rows(tmp_path / "coord", "SELECT status, node FROM captures WHERE unchanged = 1") == [(304, node)] * 2
 
 
 @pytest.mark.slow
