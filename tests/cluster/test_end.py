@@ -74,3 +74,57 @@ async def test_the_crawl_ends_once_nothing_waits_or_runs_and_every_result_is_gat
         await db.close()
         await client.aclose()
         sync.close()
+
+
+async def test_a_new_coordinator_gathers_what_a_dead_one_read_and_the_crawl_still_ends(
+    redis_any: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A coordinator killed after reading results, before or while trimming them, leaves entries in the streams:
+    some delivered and never acknowledged, some acknowledged and never deleted. The next one applies them
+    (once) and trims them, so the streams drain and the end comes."""
+    monkeypatch.setattr(coordinating, "GRACE", 0.3)
+    client = await connect(redis_any)
+    sync = blocking_client(redis_any)
+    db = await Database(tmp_path / "crawl.db").open()
+    try:
+        for p in range(LAYOUT.partitions):
+            await client.xgroup_create(KEYS.stream(p), GROUP, id="0", mkstream=True)
+        leases = Leases("node-01", KEYS, LAYOUT.partitions, ttl=60)
+        for p in range(LAYOUT.partitions):
+            assert leases.acquire(Scripts(sync), p)
+        politeness = Politeness(PolitenessConfig(per_host=10, delay=0), robots=ALLOW_ALL)
+        frontier = RedisFrontier(client, KEYS, LAYOUT, leases, politeness)
+        crawl_id, _ = await db.run(open_crawl, "end", {"seeds": []})
+        streams = [KEYS.stream(p) for p in range(LAYOUT.partitions)]
+
+        async def read_as_the_dead_one() -> list[tuple[str, bytes]]:
+            read = []
+            for stream in streams:  # one at a time: a cluster keeps them on different nodes
+                for _name, entries in await client.xreadgroup(GROUP, "dead", {stream: ">"}, count=100):
+                    read += [(stream, entry_id) for entry_id, _fields in entries]
+            return read
+
+        await frontier.add([new("/", 0)])
+        [seed] = await frontier.claim(10)
+        await frontier.complete([Completion(entry=seed, verdict="done", children=[new("/a", 1)])], {})
+        politeness.release(seed.host)
+        for stream, entry_id in await read_as_the_dead_one():
+            await client.xack(stream, GROUP, entry_id)  # acknowledged, then the process died: never deleted
+        [child] = await frontier.claim(10)
+        await frontier.complete([Completion(entry=child, verdict="done")], {})
+        assert await read_as_the_dead_one()  # delivered, then the process died: never acknowledged
+
+        gatherer = Gatherer(client, KEYS, LAYOUT, db, crawl_id, consumer="next")
+        await asyncio.wait_for(watch_for_end(client, KEYS, LAYOUT.partitions, gatherer), timeout=5)
+
+        conn = sqlite3.connect(tmp_path / "crawl.db")
+        assert conn.execute("SELECT url, state FROM urls ORDER BY url").fetchall() == [
+            ("http://a.test/", 2),
+            ("http://a.test/a", 2),
+        ]
+        assert conn.execute("SELECT url FROM captures ORDER BY url").fetchall() == []  # no captures were sent
+        assert sum([await client.xlen(stream) for stream in streams]) == 0
+    finally:
+        await db.close()
+        await client.aclose()
+        sync.close()

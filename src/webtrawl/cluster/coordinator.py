@@ -187,33 +187,33 @@ class Gatherer:
         self._crawl = crawl_id
         self._consumer = consumer
         self.ingested = 0
-        self._pending_first = True
+        self._first_round = True
 
     async def round(self) -> int:
         """Read, apply and acknowledge what every partition has; returns how many entries were applied."""
         applied = 0
-        # After a restart, entries delivered to the previous run but never acknowledged come first.
-        start = "0" if self._pending_first else ">"
         for p in range(self._layout.partitions):
             stream = self._keys.stream(p)
-            if self._pending_first:
-                await persist("taking over results", lambda stream=stream: self._claim_orphans(stream))
+            if self._first_round:
+                await persist("taking over results", lambda stream=stream: self._read_again(stream))
             replies = await persist(
                 "reading results",
-                lambda stream=stream: self._client.xreadgroup(GROUP, self._consumer, {stream: start}, count=READ_COUNT),
+                lambda stream=stream: self._client.xreadgroup(GROUP, self._consumer, {stream: ">"}, count=READ_COUNT),
             )
             for _name, entries in replies or []:
                 if entries:
                     applied += await self._apply(p, stream, entries)
-        self._pending_first = False
+        self._first_round = False
         if applied:
             await self._db.run(index_text)
         self.ingested += applied
         return applied
 
-    async def _claim_orphans(self, stream: str) -> None:
-        """Take over entries a dead coordinator (another consumer name) read but never acknowledged."""
-        await self._client.xautoclaim(stream, GROUP, self._consumer, min_idle_time=0, start_id="0-0", count=10_000)
+    async def _read_again(self, stream: str) -> None:
+        """A new coordinator reads every entry still in a stream again: an earlier one may have died after
+        reading some and before trimming them (`ingest` skips those it had written). An entry left in a
+        stream and never read again would hold off the end of the crawl for ever."""
+        await self._client.xgroup_setid(stream, GROUP, id="0")
 
     async def _apply(self, p: int, stream: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> int:
         items, drops, ids = [], [], []
@@ -228,9 +228,16 @@ class Gatherer:
             await self._db.run(ingest, self._crawl, items, self._near_distance)
         if drops:
             await self._db.run(ingest_drops, self._crawl, drops)
-        await persist("acknowledging results", lambda: self._client.xack(stream, GROUP, *ids))
-        await persist("trimming results", lambda: self._client.xdel(stream, *ids))
+        await persist("acknowledging results", lambda: self._trim(stream, ids))
         return len(ids)
+
+    async def _trim(self, stream: str, ids: list[bytes]) -> None:
+        """Acknowledge and delete applied entries in one transaction: a coordinator that dies between the two
+        would leave entries acknowledged, so never delivered again, yet counted as results to gather."""
+        pipe = self._client.pipeline(transaction=True)
+        pipe.xack(stream, GROUP, *ids)
+        pipe.xdel(stream, *ids)
+        await pipe.execute()
 
 
 async def scan(client: Any, keys: Keys, partitions: int) -> tuple[int, int, int, int]:
