@@ -10,8 +10,15 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis
 
+from tests.cluster.processes import kill_leftovers
 from tests.redis_servers import INSTALL_HINT, RedisCluster, RedisServer
 from tests.sites import SiteServer
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test() -> Iterator[None]:
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture

@@ -79,6 +79,19 @@ class Sites:
         )
 
 
+_started: list[subprocess.Popen] = []
+
+
+def kill_leftovers() -> None:
+    """Kill what a test started and left running: a failed assertion skips the `finish` of the processes
+    after it, and a worker whose Redis is gone retries for ever, slowing every test after it."""
+    for popen in _started:
+        if popen.poll() is None:
+            popen.kill()
+            popen.wait(10)
+    _started.clear()
+
+
 class Process:
     """A `python -m webtrawl …` subprocess whose output goes to files in `logs`."""
 
@@ -93,6 +106,7 @@ class Process:
                 text=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
+        _started.append(self.popen)
 
     @property
     def pid(self) -> int:
