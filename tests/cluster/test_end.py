@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.redis_servers import blocking_client
 from webtrawl.cluster import coordinator as coordinating
@@ -32,12 +36,21 @@ def new(path: str, depth: int) -> NewURL:
     return NewURL(url=url, fp=fingerprint(url), host=origin(url), depth=depth, kind="seed" if depth == 0 else "link")
 
 
-async def test_the_crawl_ends_once_nothing_waits_or_runs_and_every_result_is_gathered(
-    redis_any: str, tmp_path: Path, monkeypatch
-) -> None:
-    monkeypatch.setattr(coordinating, "GRACE", 0.3)
-    client = await connect(redis_any)
-    sync = blocking_client(redis_any)
+@dataclass
+class Held:
+    """A crawl whose every partition this test holds as node-01, and the coordinator's database."""
+
+    client: Any
+    frontier: RedisFrontier
+    politeness: Politeness
+    db: Database
+    crawl_id: int
+
+
+@asynccontextmanager
+async def holding_every_partition(redis_url: str, tmp_path: Path) -> AsyncIterator[Held]:
+    client = await connect(redis_url)
+    sync = blocking_client(redis_url)
     db = await Database(tmp_path / "crawl.db").open()
     try:
         for p in range(LAYOUT.partitions):
@@ -48,6 +61,19 @@ async def test_the_crawl_ends_once_nothing_waits_or_runs_and_every_result_is_gat
         politeness = Politeness(PolitenessConfig(per_host=10, delay=0), robots=ALLOW_ALL)
         frontier = RedisFrontier(client, KEYS, LAYOUT, leases, politeness)
         crawl_id, _ = await db.run(open_crawl, "end", {"seeds": []})
+        yield Held(client, frontier, politeness, db, crawl_id)
+    finally:
+        await db.close()
+        await client.aclose()
+        sync.close()
+
+
+async def test_the_crawl_ends_once_nothing_waits_or_runs_and_every_result_is_gathered(
+    redis_any: str, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(coordinating, "GRACE", 0.3)
+    async with holding_every_partition(redis_any, tmp_path) as held:
+        client, frontier, politeness, db, crawl_id = held.client, held.frontier, held.politeness, held.db, held.crawl_id
         gatherer = Gatherer(client, KEYS, LAYOUT, db, crawl_id, consumer="test")
         await frontier.add([new("/", 0)])
         end = asyncio.create_task(watch_for_end(client, KEYS, LAYOUT.partitions, gatherer))
@@ -70,10 +96,6 @@ async def test_the_crawl_ends_once_nothing_waits_or_runs_and_every_result_is_gat
             ("http://a.test/b", 2),
         ]
         assert sum([await client.xlen(KEYS.stream(p)) for p in range(LAYOUT.partitions)]) == 0  # gathered, trimmed
-    finally:
-        await db.close()
-        await client.aclose()
-        sync.close()
 
 
 async def test_a_new_coordinator_gathers_what_a_dead_one_read_and_the_crawl_still_ends(
@@ -83,18 +105,8 @@ async def test_a_new_coordinator_gathers_what_a_dead_one_read_and_the_crawl_stil
     some delivered and never acknowledged, some acknowledged and never deleted. The next one applies them
     (once) and trims them, so the streams drain and the end comes."""
     monkeypatch.setattr(coordinating, "GRACE", 0.3)
-    client = await connect(redis_any)
-    sync = blocking_client(redis_any)
-    db = await Database(tmp_path / "crawl.db").open()
-    try:
-        for p in range(LAYOUT.partitions):
-            await client.xgroup_create(KEYS.stream(p), GROUP, id="0", mkstream=True)
-        leases = Leases("node-01", KEYS, LAYOUT.partitions, ttl=60)
-        for p in range(LAYOUT.partitions):
-            assert leases.acquire(Scripts(sync), p)
-        politeness = Politeness(PolitenessConfig(per_host=10, delay=0), robots=ALLOW_ALL)
-        frontier = RedisFrontier(client, KEYS, LAYOUT, leases, politeness)
-        crawl_id, _ = await db.run(open_crawl, "end", {"seeds": []})
+    async with holding_every_partition(redis_any, tmp_path) as held:
+        client, frontier, politeness, db, crawl_id = held.client, held.frontier, held.politeness, held.db, held.crawl_id
         streams = [KEYS.stream(p) for p in range(LAYOUT.partitions)]
 
         async def read_as_the_dead_one() -> list[tuple[str, bytes]]:
@@ -124,7 +136,3 @@ async def test_a_new_coordinator_gathers_what_a_dead_one_read_and_the_crawl_stil
         ]
         assert conn.execute("SELECT url FROM captures ORDER BY url").fetchall() == []  # no captures were sent
         assert sum([await client.xlen(stream) for stream in streams]) == 0
-    finally:
-        await db.close()
-        await client.aclose()
-        sync.close()
