@@ -24,13 +24,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..fetch.politeness import Politeness
-from ..models import Completion, Entry, NewURL, Previous, State
+from ..models import Completion, Entry, NewURL, State
 from ..parse.simhash import NEAR_DISTANCE
 from ..store.db import Database, transaction
 from ..store.fingerprints import mark_fingerprints
 from ..store.index import capture_row, insert_captures
 from ..store.media import insert_media
-from ..store.schedule import record_schedules, requeue_due, supersede_text
+from ..store.schedule import ENTRY, entry_of, record_schedules, requeue_due, supersede_text
 from ..urls import fingerprint
 from .base import FrontierCounts
 from .budgets import Budgets
@@ -48,29 +48,10 @@ _KNOWN_CHUNK = 500
 """Fingerprints looked up in one `IN (…)` query."""
 
 
-_ENTRY = "url, fp, depth, kind, referrer_fp, attempts, via, fetched_at, digest, etag, last_modified, interval, priority"
 _ORDER = "depth, priority DESC, id"
 """The hand-out order of a host's waiting URLs (index `urls_waiting`): by depth, then importance (always 0
 unless the crawl orders by importance), then arrival."""
 _CASH = "UPDATE urls SET priority = priority + ? WHERE crawl_id = ? AND fp = ? AND state = 0"
-
-
-def _entry(host: str, row: Row) -> Entry:
-    url, fp, depth, kind, referrer, attempts, via, fetched, digest, etag, modified, interval, priority = row
-    return Entry(
-        url=url,
-        fp=fp,
-        host=host,
-        depth=depth,
-        kind=kind,
-        referrer_fp=referrer,
-        attempts=attempts,
-        via=tuple(json.loads(via)) if via else (),
-        previous=None
-        if fetched is None
-        else Previous(fetched_at=fetched, digest=digest, etag=etag, last_modified=modified, interval=interval),
-        priority=priority,
-    )
 
 
 class SqliteFrontier:
@@ -340,7 +321,7 @@ class SqliteFrontier:
             rows = [
                 row
                 for row in conn.execute(
-                    f"SELECT {_ENTRY} FROM urls "
+                    f"SELECT {ENTRY} FROM urls "
                     f"WHERE host_id = ? AND state = 0 AND not_before <= ? ORDER BY {_ORDER} LIMIT ?",
                     (host_id, now, take + 1 + len(claimed)),
                 )
@@ -348,7 +329,7 @@ class SqliteFrontier:
             ]
             heads[host_id] = rows[take][2] if len(rows) > take else None
             host = self._host_names[host_id]
-            entries.extend(_entry(host, row) for row in rows[:take])
+            entries.extend(entry_of(host, row) for row in rows[:take])
         return entries, heads
 
     async def _wake_retries(self, now: float) -> None:

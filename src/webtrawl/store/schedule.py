@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..models import Completion, Entry, Previous, Revisit
@@ -102,31 +102,37 @@ def due_revisits(
     """Up to `limit` due URLs past row id `after`, each with its row id, as a distributed re-crawl hands them
     to its partitions (in chunks, so a million due URLs never sit in memory at once)."""
     rows = conn.execute(
-        "SELECT id, url, fp, (SELECT host FROM hosts WHERE id = host_id), depth, kind, referrer_fp, via, state, "
-        "fetched_at, digest, etag, last_modified, interval, priority "
+        f"SELECT id, (SELECT host FROM hosts WHERE id = host_id), state, {ENTRY} "
         f"FROM urls WHERE crawl_id = ? AND id > ? AND {_DUE} ORDER BY id LIMIT ?",
         (crawl_id, after, now, limit),
     ).fetchall()
-    return [(row[0], _revisit(row[1:])) for row in rows]
+    return [
+        (row_id, Revisit(entry=replace(entry_of(host, rest), attempts=0), ended="done" if state == 2 else "failed"))
+        for row_id, host, state, *rest in rows
+    ]
 
 
-def _revisit(row: tuple[Any, ...]) -> Revisit:
-    url, fp, host, depth, kind, referrer, via, state, fetched, digest, etag, modified, interval, priority = row
-    entry = Entry(
+ENTRY = "url, fp, depth, kind, referrer_fp, attempts, via, fetched_at, digest, etag, last_modified, interval, priority"
+"""The columns of `urls` that make an `Entry` (`entry_of`)."""
+
+
+def entry_of(host: str, row: Sequence[Any]) -> Entry:
+    """The frontier entry of a `urls` row of `ENTRY` columns, with what its last fetch left for a revisit."""
+    url, fp, depth, kind, referrer, attempts, via, fetched, digest, etag, modified, interval, priority = row
+    return Entry(
         url=url,
         fp=fp,
         host=host,
         depth=depth,
         kind=kind,
         referrer_fp=referrer,
-        attempts=0,
+        attempts=attempts,
         via=tuple(json.loads(via)) if via else (),
         previous=None
         if fetched is None
         else Previous(fetched_at=fetched, digest=digest, etag=etag, last_modified=modified, interval=interval),
-        priority=priority or 0.0,
+        priority=priority,
     )
-    return Revisit(entry=entry, ended="done" if state == 2 else "failed")
 
 
 def mark_waiting(conn: sqlite3.Connection, crawl_id: int, ids: Sequence[int], now: float) -> None:
