@@ -9,9 +9,9 @@ goes first. Both frontiers keep the cash with the waiting URL; this module says 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
-from ..models import Completion
+from ..models import Completion, NewURL
 
 SEED_CASH = 1.0
 
@@ -27,3 +27,15 @@ def shares(batch: Iterable[Completion]) -> dict[int, float]:
             for fp in children:
                 cash[fp] += share
     return cash
+
+
+def already_seen(batch: Sequence[Completion], cash: Mapping[int, float], fresh: Sequence[NewURL]) -> list[NewURL]:
+    """The links of `batch` that take a share of `cash` but are not among the `fresh` ones a seen cache let
+    through (they were added before): their share must still reach them where they wait. Each once."""
+    new = {url.fp for url in fresh}
+    seen: dict[int, NewURL] = {}
+    for item in batch:
+        for child in item.children:
+            if child.fp in cash and child.fp not in new:
+                seen.setdefault(child.fp, child)
+    return list(seen.values())

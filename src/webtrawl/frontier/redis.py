@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,12 +28,13 @@ from ..cluster.leases import PARTITION_FIELDS, Leases
 from ..cluster.redisconn import UNREACHABLE, persist
 from ..cluster.wire import encode_completion
 from ..fetch.politeness import Politeness
-from ..models import Completion, Entry, NewURL, Previous, Revisit
+from ..models import Completion, Entry, NewURL, Revisit
 from ..urls import partition_of, template
 from .base import FrontierCounts
-from .bloom import fp_bytes, fp_int
+from .bloom import fp_bytes
 from .hosts import HostQueue
-from .importance import SEED_CASH, shares
+from .importance import SEED_CASH, already_seen, shares
+from .redis_entries import decode_entry, encode_entry
 from .scripts import Scripts
 from .seen import SeenCache
 
@@ -201,7 +202,7 @@ class RedisFrontier:
                 for u in items[start : start + CHUNK]:
                     referrer = "" if u.referrer_fp is None else str(u.referrer_fp)
                     share = "" if cash is None else repr(cash.get(u.fp, 0.0))
-                    blob = _blob(u.url, u.host, u.depth, u.kind, u.referrer_fp, u.via)
+                    blob = encode_entry(u.url, u.host, u.depth, u.kind, u.referrer_fp, u.via)
                     args += [fp_bytes(u.fp), u.host, u.depth, blob, u.kind, template(u.url), referrer, share]
                 new, heads = await self._redis(
                     "adding URLs", lambda p=p, args=args: self._scripts.add(keys=[self._keys.counters(p)], args=args)
@@ -222,7 +223,7 @@ class RedisFrontier:
                 args: list[Any] = []
                 for item in items[start : start + CHUNK]:
                     e = item.entry
-                    blob = _blob(e.url, e.host, e.depth, e.kind, e.referrer_fp, e.via, e.previous)
+                    blob = encode_entry(e.url, e.host, e.depth, e.kind, e.referrer_fp, e.via, e.previous)
                     share = repr(e.priority) if self._importance else ""
                     args += [fp_bytes(e.fp), e.host, e.depth, blob, item.ended, share]
                 n, heads = await self._redis(
@@ -307,7 +308,7 @@ class RedisFrontier:
             else:
                 flat, heads = reply
                 for i in range(0, len(flat), 4):
-                    entry = _entry(flat[i], flat[i + 1], int(flat[i + 2]), flat[i + 3])
+                    entry = decode_entry(flat[i], flat[i + 1], int(flat[i + 2]), flat[i + 3])
                     entries.append(entry)
                     got[entry.host] += 1
                 self._apply_heads(p, heads)
@@ -413,11 +414,7 @@ class RedisFrontier:
         cash = None
         if self._importance:
             cash = shares(batch)
-            # Links the seen cache skips still carry their share to a URL that waits.
-            fresh = {child.fp for child in children}
-            children += _first_of(
-                child for item in batch for child in item.children if child.fp in cash and child.fp not in fresh
-            )
+            children += already_seen(batch, cash, children)
         if children:
             await self._add(children, cash)
         by_partition: dict[int, list[Completion]] = defaultdict(list)
@@ -495,49 +492,3 @@ class RedisFrontier:
 
     async def close(self) -> None:
         """Nothing to return here: the heartbeat thread releases the leases, which requeues our URLs."""
-
-
-def _blob(
-    url: str,
-    host: str,
-    depth: int,
-    kind: str,
-    referrer_fp: int | None,
-    via: Sequence[str],
-    previous: Previous | None = None,
-) -> str:
-    """A URL's entry as the partition keeps it: compact JSON, with its previous fetch when it is revisited."""
-    doc: list[Any] = [url, host, depth, kind, str(referrer_fp) if referrer_fp is not None else None, list(via)]
-    if previous is not None:
-        doc.append([previous.fetched_at, previous.digest, previous.etag, previous.last_modified, previous.interval])
-    return json.dumps(doc, separators=(",", ":"))
-
-
-def _entry(fp: bytes, blob: bytes, attempts: int, cash: bytes | None) -> Entry:
-    url, host, depth, kind, referrer, via, *rest = json.loads(blob)
-    previous = None
-    if rest:
-        fetched_at, digest, etag, last_modified, interval = rest[0]
-        previous = Previous(
-            fetched_at=fetched_at, digest=digest, etag=etag, last_modified=last_modified, interval=interval
-        )
-    return Entry(
-        url=url,
-        fp=fp_int(fp),
-        host=host,
-        depth=depth,
-        kind=kind,
-        referrer_fp=int(referrer) if referrer is not None else None,
-        attempts=attempts,
-        via=tuple(via),
-        previous=previous,
-        priority=float(cash) if cash is not None else 0.0,
-    )
-
-
-def _first_of(urls: Iterable[NewURL]) -> list[NewURL]:
-    """Each URL once (its first occurrence)."""
-    first: dict[int, NewURL] = {}
-    for url in urls:
-        first.setdefault(url.fp, url)
-    return list(first.values())
