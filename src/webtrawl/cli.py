@@ -29,13 +29,14 @@ from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError
 from .flags import DURATION, build_config, layout_of
 from .frontier.redis import Layout
-from .interrupts import Interrupts
-from .progress import Progress, print_report
+from .interrupts import Interrupts, interruptible
+from .progress import Progress, print_report, report_line
 from .stats import CrawlReport
 from .store.crawls import crawl_id_of
 from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
 from .store.export import export_media
+from .store.live import stored_counts
 from .store.media import media_counts
 from .store.schedule import due_counts
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
@@ -257,7 +258,7 @@ def crawl(
             run_pass = partial(_coordinator_pass, config, redis_url, layout, not no_fetch, quiet)
         else:
             run_pass = partial(_embedded_pass, config, quiet)
-        ended = _run(_interruptible(partial(_passes, run_pass, config.revisit.every, quiet)))
+        ended = _run(interruptible(partial(_passes, run_pass, config.revisit.every, quiet), _say))
         if ended is None:
             click.echo("interrupted: run the same command again to resume", err=True)
             sys.exit(130)
@@ -287,18 +288,6 @@ async def _passes(
             return None
         click.echo(f"next re-crawl pass in {every:g} s (Ctrl-C to stop)", err=True)
         await asyncio.sleep(every)
-
-
-async def _interruptible(job: Callable[[Interrupts], Awaitable[T]]) -> T | None:
-    """Run `job` under the command's Ctrl-C handling (`webtrawl.interrupts`); None when an interrupt
-    cancelled it (outside a running crawl: setting up, waiting for Redis, between passes)."""
-    with Interrupts(partial(click.echo, err=True)) as interrupts:
-        try:
-            return await job(interrupts)
-        except asyncio.CancelledError:
-            if not interrupts.requested:
-                raise
-            return None
 
 
 async def _embedded_pass(config: CrawlConfig, quiet: bool, interrupts: Interrupts) -> tuple[CrawlReport, Nodes]:
@@ -334,11 +323,7 @@ def _dashboard_beside(
 def _finish(report: CrawlReport, quiet: bool, *, final: bool = True) -> None:
     """Print the report; exit 130 when interrupted, 1 when nothing was fetched (unless not `final`)."""
     if quiet:
-        click.echo(
-            f"{report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
-            f"({report.pages_per_second:.1f} pages/s); {report.done_total} done, "
-            f"{report.failed_total} failed, {report.waiting} waiting"
-        )
+        click.echo(report_line(report))
     else:
         print_report(report)
     if not final:
@@ -366,9 +351,7 @@ def status(directory: Path | None, name: str, redis_url: str | None) -> None:
     try:
         conn = connect(directory / DB_NAME, readonly=True)
         crawl_id = crawl_id_of(conn, name)
-        counts = dict(
-            conn.execute("SELECT state, COUNT(*) FROM urls WHERE crawl_id = ? GROUP BY state", (crawl_id,)).fetchall()
-        )
+        counts = stored_counts(conn, crawl_id)
         captures = conn.execute(
             "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM captures WHERE crawl_id = ?", (crawl_id,)
         ).fetchone()
@@ -376,10 +359,9 @@ def status(directory: Path | None, name: str, redis_url: str | None) -> None:
         due = due_counts(conn, crawl_id, time.time())
     except USAGE_ERRORS as exc:
         _fail(str(exc))
-    labels = ("waiting", "running", "done", "failed")
     click.echo(f"crawl {name!r} in {directory}")
-    for state, label in enumerate(labels):
-        click.echo(f"  {label:8} {counts.get(state, 0):>10,}")
+    for label in ("waiting", "running", "done", "failed"):
+        click.echo(f"  {label:8} {counts[label]:>10,}")
     click.echo(f"  {'captures':8} {captures[0]:>10,}  ({captures[1]:,} bytes)")
     if any(media.values()):
         click.echo(
@@ -491,8 +473,9 @@ def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None,
     """Join a distributed crawl as a node; leave when it ends or is told to stop."""
     _setup_logging(verbose)
     ended = _run(
-        _interruptible(
-            lambda interrupts: run_worker(redis_url, name, out=out, concurrency=concurrency, interrupts=interrupts)
+        interruptible(
+            lambda interrupts: run_worker(redis_url, name, out=out, concurrency=concurrency, interrupts=interrupts),
+            _say,
         )
     )
     if ended is None:

@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+T = TypeVar("T")
 
 
 class Interrupts:
@@ -76,3 +77,15 @@ class Interrupts:
             self._stop()
         elif self._main is not None:
             self._main.cancel()
+
+
+async def interruptible(job: Callable[[Interrupts], Awaitable[T]], say: Callable[[str], None]) -> T | None:
+    """Run `job` under the command's Ctrl-C handling; None when an interrupt cancelled it (outside a running
+    crawl: setting up, waiting for Redis, between passes)."""
+    with Interrupts(say) as interrupts:
+        try:
+            return await job(interrupts)
+        except asyncio.CancelledError:
+            if not interrupts.requested:
+                raise
+            return None

@@ -105,6 +105,15 @@ class Progress:
         return Group(Text(f"webtrawl — crawl {self._crawler.config.name!r}", style="bold cyan"), table)
 
 
+def report_line(report: CrawlReport) -> str:
+    """The end-of-run report in one line (`--quiet`), for scripts and logs."""
+    return (
+        f"{report.outcome}: {report.pages} pages, {report.bytes} bytes in {report.elapsed:.1f} s "
+        f"({report.pages_per_second:.1f} pages/s); {report.done_total} done, "
+        f"{report.failed_total} failed, {report.waiting} waiting"
+    )
+
+
 def print_report(report: CrawlReport, console: Console | None = None) -> None:
     """The end-of-run report: totals, rate, and counts by status, failure and drop reason."""
     console = console or Console()
