@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -10,7 +12,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
 from tests.redis_servers import RedisCluster, RedisServer, free_port
-from webtrawl.cluster.redisconn import check_server, connect
+from webtrawl.cluster.redisconn import check_server, connect, persist, pipelined
 from webtrawl.errors import ConfigError, RedisUnavailable
 
 
@@ -124,3 +126,26 @@ async def test_a_closed_port_is_unavailable_quickly() -> None:
     assert f"connecting to 127.0.0.1:{port}" in message
     assert "hunter2" not in message
     assert elapsed < 5, f"took {elapsed:.1f} s"
+
+
+async def test_a_pipeline_retried_across_a_redis_restart_gets_every_reply() -> None:
+    """redis-py empties a pipeline when execute fails: each retry must send the commands again."""
+    with RedisServer() as server:
+        client = await connect(server.url)
+        try:
+            await client.set(b"a", b"1")
+            await client.rpush(b"l", b"x", b"y", b"z")
+            time.sleep(1.5)  # the AOF is written every second
+            server.kill()
+
+            def read(pipe: Any) -> None:
+                pipe.get(b"a")
+                pipe.llen(b"l")
+
+            replies = asyncio.create_task(persist("reading", lambda: pipelined(client, read)))
+            await asyncio.sleep(2.5)  # past redis-py's own retries: persist has failed at least once
+            assert not replies.done()
+            server.restart()
+            assert await asyncio.wait_for(replies, 30) == [b"1", 3]
+        finally:
+            await client.aclose()

@@ -35,7 +35,7 @@ from ..store.ingest import ingest, ingest_drops
 from ..urls import NORMALIZATION_VERSION
 from .keys import Keys
 from .leases import PARTITION_FIELDS
-from .redisconn import persist
+from .redisconn import persist, pipelined
 from .wire import decode_completion
 
 log = logging.getLogger(__name__)
@@ -234,19 +234,23 @@ class Gatherer:
     async def _trim(self, stream: str, ids: list[bytes]) -> None:
         """Acknowledge and delete applied entries in one transaction: a coordinator that dies between the two
         would leave entries acknowledged, so never delivered again, yet counted as results to gather."""
-        pipe = self._client.pipeline(transaction=True)
-        pipe.xack(stream, GROUP, *ids)
-        pipe.xdel(stream, *ids)
-        await pipe.execute()
+
+        def fill(pipe: Any) -> None:
+            pipe.xack(stream, GROUP, *ids)
+            pipe.xdel(stream, *ids)
+
+        await pipelined(self._client, fill, transaction=True)
 
 
 async def scan(client: Any, keys: Keys, partitions: int) -> tuple[int, int, int, int]:
     """(waiting, running, activity, results not yet gathered) summed over every partition."""
-    pipe = client.pipeline(transaction=False)
-    for p in range(partitions):
-        pipe.hmget(keys.counters(p), *PARTITION_FIELDS)
-        pipe.xlen(keys.stream(p))
-    replies = await persist("scanning partitions", pipe.execute)
+
+    def fill(pipe: Any) -> None:
+        for p in range(partitions):
+            pipe.hmget(keys.counters(p), *PARTITION_FIELDS)
+            pipe.xlen(keys.stream(p))
+
+    replies = await persist("scanning partitions", lambda: pipelined(client, fill))
     waiting = running = act = backlog = 0
     for p in range(partitions):
         values = dict(zip(PARTITION_FIELDS, (int(v or 0) for v in replies[2 * p]), strict=True))

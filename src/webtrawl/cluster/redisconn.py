@@ -173,6 +173,8 @@ async def persist(what: str, call: Callable[[], Awaitable[T]]) -> T:
     """`await call()` until Redis answers: a Redis that restarts pauses the crawl instead of ending it.
 
     The first failure is logged with what was being done, and the recovery too; the waits grow to `MAX_PAUSE`.
+    `call` must do its whole work again on each attempt: for a pipeline, pass `pipelined(...)` in a lambda,
+    never a built pipeline's `execute`.
     """
     pause, failing = 0.2, False
     while True:
@@ -188,3 +190,14 @@ async def persist(what: str, call: Callable[[], Awaitable[T]]) -> T:
         if failing:
             log.warning("Redis answers again (%s)", what)
         return result
+
+
+async def pipelined(client: Client, fill: Callable[[Any], object], *, transaction: bool = False) -> list[Any]:
+    """The replies of the commands `fill` queues on a new pipeline.
+
+    redis-py empties a pipeline when `execute` ends, failed or not: a retry of the same pipeline would send
+    nothing and return no replies. Building it anew on each call is what makes it safe to `persist`.
+    """
+    pipe = client.pipeline(transaction=transaction)
+    fill(pipe)
+    return await pipe.execute()

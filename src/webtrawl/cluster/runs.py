@@ -34,7 +34,7 @@ from .coordinator import CoordinatorLease, Gatherer, create_or_join, load_crawl,
 from .keys import Keys
 from .leases import Leases
 from .node import HEARTBEAT, LIVE_FOR, NodeCrawler, live_nodes, register
-from .redisconn import check_server, connect, persist
+from .redisconn import check_server, connect, persist, pipelined
 
 log = logging.getLogger(__name__)
 
@@ -265,10 +265,11 @@ async def _watch_limits(client: Any, keys: Keys, layout: Layout, config: CrawlCo
 
 
 async def _done(client: Any, keys: Keys, layout: Layout) -> int:
-    pipe = client.pipeline(transaction=False)
-    for p in range(layout.partitions):
-        pipe.hget(keys.counters(p), "done")
-    return sum(int(v or 0) for v in await persist("counting pages", pipe.execute))
+    def fill(pipe: Any) -> None:
+        for p in range(layout.partitions):
+            pipe.hget(keys.counters(p), "done")
+
+    return sum(int(v or 0) for v in await persist("counting pages", lambda: pipelined(client, fill)))
 
 
 async def _watch_for_stop(client: Any, keys: Keys) -> None:

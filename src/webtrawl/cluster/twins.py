@@ -16,7 +16,7 @@ from typing import Any
 
 from ..parse.simhash import bands, hamming
 from .keys import Keys
-from .redisconn import persist
+from .redisconn import persist, pipelined
 
 CANDIDATES = 256
 """Most recent hashes of a band a lookup compares."""
@@ -35,10 +35,12 @@ class RedisTwins:
         """The fingerprint of an earlier page (another URL) within `distance` bits of `simhash`, if any;
         this page is remembered for the pages after it either way."""
         keys = [self._keys.simhash_band(band) for band in bands(simhash, distance)]
-        pipe = self._client.pipeline(transaction=False)
-        for key in keys:
-            pipe.getrange(key, -CANDIDATES * _PAIR.size, -1)
-        tails = await persist("reading near-duplicates", pipe.execute)
+
+        def read(pipe: Any) -> None:
+            for key in keys:
+                pipe.getrange(key, -CANDIDATES * _PAIR.size, -1)
+
+        tails = await persist("reading near-duplicates", lambda: pipelined(self._client, read))
         twin = None
         for tail in tails:  # whole pairs: every append is one
             for other_hash, other in _PAIR.iter_unpack(tail):
@@ -48,8 +50,10 @@ class RedisTwins:
             if twin is not None:
                 break
         pair = _PAIR.pack(simhash, fp)
-        pipe = self._client.pipeline(transaction=False)
-        for key in keys:
-            pipe.append(key, pair)
-        await persist("remembering a page's SimHash", pipe.execute)
+
+        def remember(pipe: Any) -> None:
+            for key in keys:
+                pipe.append(key, pair)
+
+        await persist("remembering a page's SimHash", lambda: pipelined(self._client, remember))
         return twin

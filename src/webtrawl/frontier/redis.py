@@ -21,11 +21,12 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..cluster.keys import Keys
 from ..cluster.leases import PARTITION_FIELDS, Leases
-from ..cluster.redisconn import UNREACHABLE, persist
+from ..cluster.redisconn import UNREACHABLE, persist, pipelined
 from ..cluster.wire import encode_completion
 from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, NewURL, Revisit
@@ -368,15 +369,9 @@ class RedisFrontier:
         backlog = 0
         now = time.time()
         for p in usable:
-            keys = self._keys
-            pipe = self._client.pipeline(transaction=False)
-            pipe.zrange(keys.hosts(p), 0, HOSTS_PER_REFRESH - 1, withscores=True)
-            pipe.zrange(keys.later(p), 0, 0, withscores=True)
-            pipe.xlen(keys.stream(p))
-            # TIME through a script on the partition's key: it is that node's clock that dates the retries, and
-            # a Cluster pipeline refuses TIME (it has no key to route by).
-            pipe.eval("return redis.call('TIME')", 1, keys.later(p))
-            hosts, later, length, (seconds, micros) = await self._redis("reading a partition", pipe.execute)
+            hosts, later, length, (seconds, micros) = await self._redis(
+                "reading a partition", partial(pipelined, self._client, partial(self._read_partition, p))
+            )
             backlog += length
             flat: list[Any] = []
             for host, score in hosts:
@@ -394,6 +389,15 @@ class RedisFrontier:
                 self._retry_at.pop(p, None)
         self._backlog = backlog
         self._done_base, self._done = (await self.counts()).done, 0
+
+    def _read_partition(self, p: int, pipe: Any) -> None:
+        keys = self._keys
+        pipe.zrange(keys.hosts(p), 0, HOSTS_PER_REFRESH - 1, withscores=True)
+        pipe.zrange(keys.later(p), 0, 0, withscores=True)
+        pipe.xlen(keys.stream(p))
+        # TIME through a script on the partition's key: it is that node's clock that dates the retries, and
+        # a Cluster pipeline refuses TIME (it has no key to route by).
+        pipe.eval("return redis.call('TIME')", 1, keys.later(p))
 
     def _forget_partition(self, p: int) -> None:
         for host_id in self._known.pop(p, set()):
@@ -456,11 +460,12 @@ class RedisFrontier:
     # -- state ------------------------------------------------------------------------------------
 
     async def counts(self) -> FrontierCounts:
-        pipe = self._client.pipeline(transaction=False)
-        for p in range(self._layout.partitions):
-            pipe.hmget(self._keys.counters(p), *PARTITION_FIELDS)
+        def fill(pipe: Any) -> None:
+            for p in range(self._layout.partitions):
+                pipe.hmget(self._keys.counters(p), *PARTITION_FIELDS)
+
         counts = FrontierCounts()
-        for values in await self._redis("counting", pipe.execute):
+        for values in await self._redis("counting", lambda: pipelined(self._client, fill)):
             waiting, running, done, failed, _act = (int(v or 0) for v in values)
             counts.waiting += waiting
             counts.running += running
