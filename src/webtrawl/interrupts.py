@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TypeVar
 
+from . import stackdump
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 T = TypeVar("T")
 
@@ -81,8 +83,8 @@ class Interrupts:
 
 async def interruptible(job: Callable[[Interrupts], Awaitable[T]], say: Callable[[str], None]) -> T | None:
     """Run `job` under the command's Ctrl-C handling; None when an interrupt cancelled it (outside a running
-    crawl: setting up, waiting for Redis, between passes)."""
-    with Interrupts(say) as interrupts:
+    crawl: setting up, waiting for Redis, between passes). Meanwhile SIGUSR1 writes its stacks (`stackdump`)."""
+    with Interrupts(say) as interrupts, stackdump.on_signal():
         try:
             return await job(interrupts)
         except asyncio.CancelledError:

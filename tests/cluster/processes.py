@@ -21,6 +21,7 @@ from pathlib import Path
 import redis
 
 from tests.sites import SiteServer
+from webtrawl import stackdump
 from webtrawl.cluster.keys import Keys
 
 SITES = 20
@@ -112,14 +113,22 @@ class Process:
     def pid(self) -> int:
         return self.popen.pid
 
+    def stuck(self) -> str:
+        """Kill a process that did not end, after it wrote where it was (`webtrawl.stackdump`): its stderr."""
+        self.popen.send_signal(stackdump.SIGNAL)
+        time.sleep(2)
+        self.popen.kill()
+        self.popen.wait()
+        err = self.stderr_path.read_text()
+        at = err.rfind(stackdump.HEADER)
+        return f"stderr: {err[-3000:] if at < 0 else err[max(0, at - 2000) :]}"
+
     def finish(self, timeout: float = 180) -> tuple[int, str, str]:
         """Wait for the exit; returns (exit code, stdout, stderr)."""
         try:
             code = self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.popen.kill()
-            tail = self.stderr_path.read_text()[-3000:]
-            raise AssertionError(f"still running after {timeout} s; stderr: {tail}") from None
+            raise AssertionError(f"still running after {timeout} s; {self.stuck()}") from None
         return code, self.stdout_path.read_text(), self.stderr_path.read_text()
 
 
