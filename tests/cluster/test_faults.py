@@ -111,6 +111,24 @@ def test_redis_killed_and_restarted_mid_crawl_loses_nothing(tmp_path: Path) -> N
         check_complete(sites, tmp_path / "coord")
 
 
+def test_redis_full_mid_crawl_makes_the_crawl_wait_and_loses_nothing(tmp_path: Path) -> None:
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server, redis.Redis.from_url(server.url) as admin:
+        coord = coordinator(sites, server.url, tmp_path / "coord")
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
+        wait_for_done(server.url, 200)
+        admin.config_set("maxmemory", admin.info("memory")["used_memory"])  # full: every write is refused
+        time.sleep(4)
+        assert coord.popen.poll() is None and helper.popen.poll() is None, "both wait for room"
+        admin.config_set("maxmemory", 0)
+        code, _out, err = coord.finish()
+        assert code == 0, err
+        assert "Redis is full (maxmemory)" in err and "raise its maxmemory" in err
+        assert "Traceback" not in err
+        assert helper.finish()[0] == 0
+        check_complete(sites, tmp_path / "coord")
+
+
 def test_a_restarted_coordinator_gathers_every_capture_once(tmp_path: Path) -> None:
     with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
         first = coordinator(sites, server.url, tmp_path / "coord")

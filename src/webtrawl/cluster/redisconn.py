@@ -17,7 +17,14 @@ from redis.asyncio import Redis, SSLConnection
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import ClusterDownError, RedisClusterException, RedisError, ResponseError, TryAgainError
+from redis.exceptions import (
+    ClusterDownError,
+    OutOfMemoryError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -166,6 +173,11 @@ def _text(value: bytes | str) -> str:
 
 UNREACHABLE = (ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError)
 """Errors that mean Redis is away for now (down, restarting, loading its AOF, failing over), not a bug."""
+FULL = OutOfMemoryError
+"""Redis at its `maxmemory` (with `noeviction`, as a crawl requires) refuses writes until it has room again.
+
+Waiting is safe: Redis refuses a script at its first write, so a refused script changed nothing.
+"""
 MAX_PAUSE = 5.0
 
 
@@ -180,9 +192,17 @@ async def persist(what: str, call: Callable[[], Awaitable[T]]) -> T:
     while True:
         try:
             result = await call()
-        except UNREACHABLE as exc:
+        except (*UNREACHABLE, FULL) as exc:
             if not failing:
-                log.warning("Redis unreachable while %s (%s); retrying every few seconds", what, exc)
+                if isinstance(exc, FULL):
+                    log.warning(
+                        "Redis is full (maxmemory) while %s: the crawl waits until it has room; "
+                        "raise its maxmemory or free memory (%s)",
+                        what,
+                        exc,
+                    )
+                else:
+                    log.warning("Redis unreachable while %s (%s); retrying every few seconds", what, exc)
                 failing = True
             await asyncio.sleep(pause)
             pause = min(pause * 2, MAX_PAUSE)
