@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from redis.exceptions import RedisError
 
 from . import __version__
 from .cluster.runs import crawl_status, print_nodes, print_status, run_coordinator, run_worker, send_control
@@ -450,11 +451,32 @@ def _run(job: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine: errors are one line, a Ctrl-C before its own handling is in place exits."""
     try:
         return asyncio.run(job)
-    except USAGE_ERRORS as exc:
-        _fail(str(exc))
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:
+        message = _expected(exc)
+        if message is None:
+            raise
+        _fail(message)
     raise AssertionError("unreachable")
+
+
+def _expected(exc: Exception) -> str | None:
+    """The one line for a failure that is the user's or their Redis' rather than webtrawl's: a usage error, or a
+    command Redis refused (a user without the permission, a read-only replica). Tasks run in groups, so it may
+    come wrapped; a group that also holds anything else is a bug, and keeps its traceback."""
+    if isinstance(exc, ExceptionGroup):
+        expected, rest = exc.split(lambda leaf: _expected(leaf) is not None)
+        if expected is None or rest is not None:
+            return None
+        while isinstance(expected, ExceptionGroup):
+            expected = expected.exceptions[0]
+        return _expected(expected)
+    if isinstance(exc, USAGE_ERRORS):
+        return str(exc)
+    if isinstance(exc, RedisError):
+        return f"Redis refused a command: {exc}"
+    return None
 
 
 @main.command()

@@ -53,9 +53,7 @@ async def connect(url: str) -> Client:
     """
     scheme = urlsplit(url).scheme
     if scheme not in SCHEMES:
-        raise ConfigError(
-            f"Redis URL {_redact(url)!r} must start with redis:// or rediss:// (got {scheme or 'none'!r})"
-        )
+        raise ConfigError(f"Redis URL {redact(url)!r} must start with redis:// or rediss:// (got {scheme or 'none'!r})")
     client = _build(Redis, url)
     try:
         clustered = (await client.info("cluster")).get("cluster_enabled") == 1
@@ -140,7 +138,7 @@ def _build(kind: type[_C], url: str) -> _C:
     try:
         return kind.from_url(url, **options)
     except (ValueError, RedisClusterException) as exc:
-        raise ConfigError(f"Redis URL {_redact(url)!r} is not usable: {exc}") from exc
+        raise ConfigError(f"Redis URL {redact(url)!r} is not usable: {exc}") from exc
 
 
 def _address(node: Redis | ClusterNode) -> str:
@@ -155,10 +153,10 @@ def _address(node: Redis | ClusterNode) -> str:
 
 
 def _unavailable(url: str, exc: RedisError) -> RedisUnavailable:
-    return RedisUnavailable(f"Redis at {_redact(url)} cannot be used: {str(exc) or type(exc).__name__}")
+    return RedisUnavailable(f"Redis at {redact(url)} cannot be used: {str(exc) or type(exc).__name__}")
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     """`url` with its password masked: messages reach logs and terminals."""
     parts = urlsplit(url)
     if parts.password is None:

@@ -34,7 +34,7 @@ from .coordinator import CoordinatorLease, Gatherer, create_or_join, load_crawl,
 from .keys import Keys
 from .leases import Leases
 from .node import HEARTBEAT, LIVE_FOR, NodeCrawler, live_nodes, register
-from .redisconn import check_server, connect, persist, pipelined
+from .redisconn import check_server, connect, persist, pipelined, redact
 
 log = logging.getLogger(__name__)
 
@@ -351,7 +351,7 @@ async def send_control(url: str, name: str, command: str) -> None:
     try:
         keys = Keys(name)
         if not await client.exists(keys.meta):
-            raise ConfigError(f"no crawl named {name!r} in the Redis at {url}")
+            raise ConfigError(f"no crawl named {name!r} in the Redis at {redact(url)}")
         await client.set(keys.control, "run" if command == "resume" else command)
     finally:
         await client.aclose()
