@@ -465,13 +465,19 @@ def _expected(exc: Exception) -> str | None:
     """The one line for a failure that is the user's or their Redis' rather than webtrawl's: a usage error, or a
     command Redis refused (a user without the permission, a read-only replica). Tasks run in groups, so it may
     come wrapped; a group that also holds anything else is a bug, and keeps its traceback."""
-    if isinstance(exc, ExceptionGroup):
-        expected, rest = exc.split(lambda leaf: _expected(leaf) is not None)
-        if expected is None or rest is not None:
-            return None
-        while isinstance(expected, ExceptionGroup):
-            expected = expected.exceptions[0]
-        return _expected(expected)
+    if not isinstance(exc, ExceptionGroup):
+        return _expected_leaf(exc)
+    # split() tests the groups themselves too: only a leaf is ever expected.
+    expected, rest = exc.split(lambda e: not isinstance(e, ExceptionGroup) and _expected_leaf(e) is not None)
+    if expected is None or rest is not None:
+        return None
+    leaf: BaseException = expected
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return _expected_leaf(leaf)
+
+
+def _expected_leaf(exc: BaseException) -> str | None:
     if isinstance(exc, USAGE_ERRORS):
         return str(exc)
     if isinstance(exc, RedisError):
