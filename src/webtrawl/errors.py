@@ -6,7 +6,8 @@
     ├── InvalidURL           a string is not a crawlable http(s) URL
     ├── StoreError           the crawl directory or its database cannot be used
     │   ├── StoreLocked      another process owns the crawl directory
-    │   └── RedisUnavailable the distributed mode's Redis cannot be reached or used
+    │   ├── RedisUnavailable the distributed mode's Redis cannot be reached or used
+    │   └── CrawlGone        a distributed crawl's state vanished from Redis while it ran
     └── FetchError           a request failed (wrapped aiohttp/OS errors; carries a short reason)
 
 The CLI turns ConfigError, InvalidURL and StoreError into a one-line message and exit code 2.
@@ -41,6 +42,10 @@ class StoreLocked(StoreError):
 
 class RedisUnavailable(StoreError):
     """The Redis that holds a distributed crawl cannot be reached; the message names the URL and the cause."""
+
+
+class CrawlGone(StoreError):
+    """The crawl's settings are no longer in Redis (a Redis restarted with nothing on disk, or flushed)."""
 
 
 class FetchError(WebtrawlError):

@@ -129,6 +129,25 @@ def test_redis_full_mid_crawl_makes_the_crawl_wait_and_loses_nothing(tmp_path: P
         check_complete(sites, tmp_path / "coord")
 
 
+def test_redis_restarted_with_nothing_on_disk_ends_every_process_with_one_line(tmp_path: Path) -> None:
+    """Redis forgot the crawl: nodes must not wait for ever in an empty crawl, nor take its empty partitions."""
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer(appendonly=False) as server:
+        coord = coordinator(sites, server.url, tmp_path / "coord")
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
+        wait_for_done(server.url, 200)
+        server.kill()
+        server.restart()
+        gone = f"crawl {KEYS.name!r} is no longer in Redis: Redis lost it"
+        for process in (coord, helper):
+            code, _out, err = process.finish(60)
+            assert code == 2, err
+            assert err.splitlines()[-1].startswith(f"webtrawl: error: {gone}"), err
+            assert "Traceback" not in err
+        gathered = captures(tmp_path / "coord")
+        assert gathered and set(gathered) <= sites.expected(), "what was gathered stays in the index"
+
+
 def test_a_restarted_coordinator_gathers_every_capture_once(tmp_path: Path) -> None:
     with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
         first = coordinator(sites, server.url, tmp_path / "coord")

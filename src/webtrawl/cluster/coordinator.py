@@ -25,7 +25,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from ..config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, RevisitConfig, ScopeConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, CrawlGone
 from ..frontier.redis import Layout
 from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import differences
@@ -129,6 +129,21 @@ async def load_crawl(client: Any, keys: Keys, **overrides: Any) -> tuple[CrawlCo
     return config_from_document(json.loads(config), **overrides), Layout(**json.loads(layout))
 
 
+def gone(name: str) -> CrawlGone:
+    return CrawlGone(
+        f"crawl {name!r} is no longer in Redis: Redis lost it (it restarted with nothing on disk, or was "
+        "flushed). What was gathered is in the coordinator's directory; run Redis with appendonly yes to keep "
+        "a crawl across restarts"
+    )
+
+
+async def check_present(client: Any, keys: Keys) -> None:
+    """CrawlGone once the crawl's settings are no longer in Redis, which never deletes them: its nodes would
+    otherwise wait in an empty crawl for ever, and its coordinator fail on the first key it expects."""
+    if not await persist("checking the crawl is there", lambda: client.exists(keys.meta)):
+        raise gone(keys.name)
+
+
 class CoordinatorLease:
     """The lease that makes this process the crawl's only coordinator."""
 
@@ -196,10 +211,17 @@ class Gatherer:
             stream = self._keys.stream(p)
             if self._first_round:
                 await persist("taking over results", lambda stream=stream: self._read_again(stream))
-            replies = await persist(
-                "reading results",
-                lambda stream=stream: self._client.xreadgroup(GROUP, self._consumer, {stream: ">"}, count=READ_COUNT),
-            )
+            try:
+                replies = await persist(
+                    "reading results",
+                    lambda stream=stream: self._client.xreadgroup(
+                        GROUP, self._consumer, {stream: ">"}, count=READ_COUNT
+                    ),
+                )
+            except ResponseError as exc:
+                if str(exc).startswith("NOGROUP"):  # the stream was created with the crawl
+                    await check_present(self._client, self._keys)
+                raise
             for _name, entries in replies or []:
                 if entries:
                     applied += await self._apply(p, stream, entries)

@@ -33,6 +33,7 @@ from ..frontier.redis import Layout, RedisFrontier
 from ..frontier.scripts import Scripts
 from ..store.db import Database, transaction
 from ..store.fingerprints import Twins
+from .coordinator import gone
 from .hostlimits import SharedHostLimits, SharedRobots
 from .keys import Keys
 from .leases import Leases, read_partitions
@@ -78,6 +79,7 @@ class Heartbeat(threading.Thread):
         *,
         stats: Callable[[], dict[str, Any]],
         on_control: Callable[[str], None],
+        on_gone: Callable[[], None],
         running_in: Callable[[int], int],
     ) -> None:
         super().__init__(name="webtrawl-heartbeat", daemon=True)
@@ -87,6 +89,7 @@ class Heartbeat(threading.Thread):
         self._layout = layout
         self._stats = stats
         self._on_control = on_control
+        self._on_gone = on_gone
         self._running_in = running_in
         self._halt = threading.Event()
         self._scripts = Scripts(client)
@@ -109,6 +112,10 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         keys, client = self._keys, self._client
+        if not client.exists(keys.meta):  # Redis lost the crawl: its partitions are empty, not to be taken anew
+            self._halt.set()
+            self._on_gone()
+            return
         self._leases.renew(self._scripts)
         control = (client.get(keys.control) or b"run").decode()
         self._on_control(control)
@@ -170,6 +177,7 @@ class NodeCrawler(Crawler):
         self.heartbeat: Heartbeat | None = None
         self._robots: SharedRobots | None = None
         self._told_to_stop = False
+        self._gone = False
         self._info = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
         self._last = (time.monotonic(), 0)
 
@@ -200,6 +208,9 @@ class NodeCrawler(Crawler):
         def on_control(command: str) -> None:
             loop.call_soon_threadsafe(self._obey, frontier, command)
 
+        def on_gone() -> None:
+            loop.call_soon_threadsafe(self._lost)
+
         self.heartbeat = Heartbeat(
             self._sync,
             self._keys,
@@ -207,6 +218,7 @@ class NodeCrawler(Crawler):
             self._layout,
             stats=self.node_stats,
             on_control=on_control,
+            on_gone=on_gone,
             running_in=frontier.running_in,
         )
         self.heartbeat.beat()  # registered and holding partitions before the first claim
@@ -235,6 +247,11 @@ class NodeCrawler(Crawler):
             states = {"pause": "paused", "stop": "stopping", "idle": "idle"}
             self.heartbeat.state = states.get(command, "running")
 
+    def _lost(self) -> None:
+        log.error("crawl %r is no longer in Redis: this node stops", self._keys.name)
+        self._gone = True
+        self.stop()
+
     def node_stats(self) -> dict[str, Any]:
         """What the heartbeat publishes (read on the heartbeat thread: plain counters only)."""
         now, pages = time.monotonic(), self.stats.pages
@@ -258,6 +275,8 @@ class NodeCrawler(Crawler):
         finally:
             if self.heartbeat is not None:
                 await asyncio.to_thread(self.heartbeat.stop)
+        if self._gone:
+            raise gone(self._keys.name)
         final = {
             "pages": report.pages,
             "bytes": report.bytes,

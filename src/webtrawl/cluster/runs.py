@@ -30,7 +30,7 @@ from ..store.index import drop_counts, failure_counts, status_counts
 from ..store.ingest import settle_unreached
 from ..store.schedule import due_revisits, mark_waiting
 from ..urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
-from .coordinator import CoordinatorLease, Gatherer, create_or_join, load_crawl, scan, watch_for_end
+from .coordinator import CoordinatorLease, Gatherer, check_present, create_or_join, load_crawl, scan, watch_for_end
 from .keys import Keys
 from .leases import Leases
 from .node import HEARTBEAT, LIVE_FOR, NodeCrawler, live_nodes, register
@@ -146,7 +146,7 @@ async def _coordinate(
                         node=await asyncio.to_thread(register, sync, keys),
                     )
                     node_task = tg.create_task(crawler.run())
-                renewing = tg.create_task(_renew(lease))
+                renewing = tg.create_task(_renew(client, keys, lease))
                 ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
                 stopping = tg.create_task(_watch_for_stop(client, keys))
                 limits = tg.create_task(_watch_limits(client, keys, layout, config))
@@ -242,9 +242,10 @@ def _mark_waiting(conn: Any, crawl_id: int, ids: list[int], now: float) -> None:
         mark_waiting(conn, crawl_id, ids, now)
 
 
-async def _renew(lease: CoordinatorLease) -> None:
+async def _renew(client: Any, keys: Keys, lease: CoordinatorLease) -> None:
     while True:
         await asyncio.sleep(HEARTBEAT)
+        await check_present(client, keys)
         if not await lease.renew():
             raise ConfigError("this coordinator lost its lease (it stalled too long); another one took over")
 
