@@ -59,3 +59,27 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     for node in ("node-01", "node-02", "node-03"):
         assert node in shown
     assert "Bloom filters:" in shown and "estimated URLs lost to false positives" in shown
+
+
+@pytest.mark.slow
+def test_an_embedded_crawl_goes_on_distributed_from_its_directory(tmp_path: Path) -> None:
+    """One machine was not enough: the same crawl directory, run with --redis, rebuilds the crawl in Redis from
+    its index and crawls the rest, fetching nothing twice."""
+    with Sites() as sites, RedisServer() as server:
+        embedded = Process(
+            tmp_path / "logs", "embedded", "crawl", *sites.seeds, "--name", NAME, "--out", tmp_path / "coord",
+            "--delay", "0", "--per-host", PER_HOST, "--retries", "1", "--max-pages", "200", "-q",
+        )  # fmt: skip
+        code, out, err = embedded.finish()
+        assert code == 0, err
+        assert out.startswith("max-pages: ")
+        before = captures(tmp_path / "coord")
+        coord = coordinator(sites, server.url, tmp_path / "coord")
+        code, out, err = coord.finish()
+        assert code == 0, err
+        assert out.startswith("finished: ")
+        hits = sites.hits()
+    captured = captures(tmp_path / "coord")
+    assert set(before) < set(captured) == sites.expected()
+    assert unfinished(tmp_path / "coord") == 0
+    assert hits == captured  # one request per capture, in either run

@@ -129,8 +129,9 @@ def test_redis_full_mid_crawl_makes_the_crawl_wait_and_loses_nothing(tmp_path: P
         check_complete(sites, tmp_path / "coord")
 
 
-def test_redis_restarted_with_nothing_on_disk_ends_every_process_with_one_line(tmp_path: Path) -> None:
-    """Redis forgot the crawl: nodes must not wait for ever in an empty crawl, nor take its empty partitions."""
+def test_a_crawl_redis_forgot_ends_with_one_line_and_goes_on_from_the_coordinators_index(tmp_path: Path) -> None:
+    """Redis restarted with nothing on disk: nodes must not wait for ever in an empty crawl, nor take its empty
+    partitions; the same command again rebuilds the crawl in Redis from the index and fetches nothing twice."""
     with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer(appendonly=False) as server:
         coord = coordinator(sites, server.url, tmp_path / "coord")
         wait_for_crawl(server.url)
@@ -146,6 +147,17 @@ def test_redis_restarted_with_nothing_on_disk_ends_every_process_with_one_line(t
             assert "Traceback" not in err
         gathered = captures(tmp_path / "coord")
         assert gathered and set(gathered) <= sites.expected(), "what was gathered stays in the index"
+
+        coord = coordinator(sites, server.url, tmp_path / "coord")
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w1", "--concurrency", WORKER_CONCURRENCY)
+        code, _out, err = coord.finish()
+        assert code == 0, err
+        assert helper.finish()[0] == 0
+        check_complete(sites, tmp_path / "coord")
+    # The URLs in flight when Redis was lost were fetched again, but their first results never reached the
+    # index: every page has one capture.
+    assert refetched(tmp_path / "coord") == set()
 
 
 def test_a_restarted_coordinator_gathers_every_capture_once(tmp_path: Path) -> None:

@@ -47,6 +47,9 @@ IDLE = 0.2
 """Seconds between rounds when there was little to gather."""
 GRACE = 2.0
 """Seconds between the two scans that must both find the crawl empty."""
+RESTORE_MARK = "restore"
+"""A field of the crawl's settings: the crawl is new in this Redis and not yet restored from the coordinator's
+index (`cluster.restore`)."""
 HASH_NAME = "xxh3_64(host key) mod partitions"
 HASH_VERSION = 1
 
@@ -88,6 +91,7 @@ async def create_or_join(client: Any, keys: Keys, config: CrawlConfig, layout: L
                 "hash": HASH_NAME,
                 "hash_version": HASH_VERSION,
                 "created_at": time.time(),
+                RESTORE_MARK: 1,  # whatever the coordinator's index has of this crawl comes back first
             },
         )
         for p in range(layout.partitions):
@@ -132,8 +136,8 @@ async def load_crawl(client: Any, keys: Keys, **overrides: Any) -> tuple[CrawlCo
 def gone(name: str) -> CrawlGone:
     return CrawlGone(
         f"crawl {name!r} is no longer in Redis: Redis lost it (it restarted with nothing on disk, or was "
-        "flushed). What was gathered is in the coordinator's directory; run Redis with appendonly yes to keep "
-        "a crawl across restarts"
+        "flushed). Run the coordinator's command again: it rebuilds the crawl in Redis from its index. Run "
+        "Redis with appendonly yes to keep a crawl across restarts"
     )
 
 

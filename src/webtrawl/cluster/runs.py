@@ -35,6 +35,7 @@ from .keys import Keys
 from .leases import Leases
 from .node import HEARTBEAT, LIVE_FOR, NodeCrawler, live_nodes, register
 from .redisconn import check_server, connect, persist, pipelined, redact
+from .restore import restore_if_due
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,9 @@ async def _coordinate(
             near_distance=config.near_distance,
         )
         frontier = _frontier(client, keys, layout, config)
+        restored = await restore_if_due(client, keys, db, crawl_id, frontier)
+        if restored and say is not None:
+            say(f"{keys.name}: the crawl was new in Redis: {restored:,} URL(s) restored from this directory's index")
         await frontier.add(
             [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
         )

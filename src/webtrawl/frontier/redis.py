@@ -29,7 +29,7 @@ from ..cluster.leases import PARTITION_FIELDS, Leases
 from ..cluster.redisconn import UNREACHABLE, persist, pipelined
 from ..cluster.wire import encode_completion
 from ..fetch.politeness import Politeness
-from ..models import Completion, Entry, NewURL, Revisit
+from ..models import Completion, Entry, NewURL, Previous, Revisit, State
 from ..urls import partition_of, template
 from .base import FrontierCounts
 from .bloom import fp_bytes
@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHUNK = 1000
+EXPLICIT = ("seed", "sitemap")
+"""Kinds of URL given explicitly, which the Bloom filter's whitelist keeps from false positives (`add.lua`)."""
 """URLs per script call: long enough to amortize a round trip, short enough not to block Redis."""
 REFRESH_EVERY = 0.5
 """Seconds between two reads of the held partitions' hosts (to see URLs other nodes added)."""
@@ -183,8 +185,11 @@ class RedisFrontier:
         cash = {u.fp: SEED_CASH for u in urls if u.kind == "seed"} if self._importance else None
         return await self._add(self._seen.fresh(urls), cash)
 
-    async def _add(self, urls: Sequence[NewURL], cash: Mapping[int, float] | None) -> int:
-        """Add `urls` to their partitions; `cash` (importance order) is what each receives, new or not."""
+    async def _add(
+        self, urls: Sequence[NewURL], cash: Mapping[int, float] | None, previous: Mapping[int, Previous] | None = None
+    ) -> int:
+        """Add `urls` to their partitions; `cash` (importance order) is what each receives, new or not;
+        `previous`, what an earlier fetch left (a restored re-crawl's URLs)."""
         layout = self._layout
         by_partition: dict[int, list[NewURL]] = defaultdict(list)
         for url in urls:
@@ -196,6 +201,7 @@ class RedisFrontier:
             layout.max_urls_per_host or 0,
             layout.max_urls_per_template or 0,
         ]
+        previous = previous or {}
         added = 0
         for p, items in by_partition.items():
             for start in range(0, len(items), CHUNK):
@@ -203,7 +209,7 @@ class RedisFrontier:
                 for u in items[start : start + CHUNK]:
                     referrer = "" if u.referrer_fp is None else str(u.referrer_fp)
                     share = "" if cash is None else repr(cash.get(u.fp, 0.0))
-                    blob = encode_entry(u.url, u.host, u.depth, u.kind, u.referrer_fp, u.via)
+                    blob = encode_entry(u.url, u.host, u.depth, u.kind, u.referrer_fp, u.via, previous.get(u.fp))
                     args += [fp_bytes(u.fp), u.host, u.depth, blob, u.kind, template(u.url), referrer, share]
                 new, heads = await self._redis(
                     "adding URLs", lambda p=p, args=args: self._scripts.add(keys=[self._keys.counters(p)], args=args)
@@ -211,6 +217,38 @@ class RedisFrontier:
                 added += int(new)
                 self._apply_heads(p, heads)
         return added
+
+    async def restore(self, rows: Sequence[tuple[Entry, State]]) -> int:
+        """Put back URLs of a crawl this Redis lost, as the coordinator's index has them: an ended URL is seen,
+        counted, and not queued (`ended.lua`); a waiting one is added as any URL is, with what its last fetch
+        left. Returns how many were new here: a restore cut short can run again."""
+        waiting = [entry for entry, state in rows if state in (State.WAITING, State.RUNNING)]
+        restored = await self._add(
+            [NewURL(url=e.url, fp=e.fp, host=e.host, depth=e.depth, kind=e.kind, referrer_fp=e.referrer_fp, via=e.via)
+             for e in waiting],
+            {e.fp: e.priority for e in waiting} if self._importance else None,
+            {e.fp: e.previous for e in waiting if e.previous is not None},
+        )  # fmt: skip
+        by_partition: dict[int, list[tuple[Entry, State]]] = defaultdict(list)
+        for entry, state in rows:
+            if state in (State.DONE, State.FAILED):
+                by_partition[self.partition(entry.url, entry.host)].append((entry, state))
+        head = [self._layout.dedup, self._layout.bloom_capacity, repr(self._layout.bloom_error_rate)]
+        for p, items in by_partition.items():
+            for start in range(0, len(items), CHUNK):
+                args: list[Any] = list(head)
+                for e, state in items[start : start + CHUNK]:
+                    ended = "done" if state == State.DONE else "failed"
+                    # The index may name a seed a link (a page linking to it came first): depth 0 tells.
+                    explicit = e.kind in EXPLICIT or e.depth == 0
+                    args += [fp_bytes(e.fp), e.host, template(e.url), ended, "1" if explicit else ""]
+                restored += int(
+                    await self._redis(
+                        "restoring ended URLs",
+                        lambda p=p, args=args: self._scripts.ended(keys=[self._keys.counters(p)], args=args),
+                    )
+                )
+        return restored
 
     async def revisit(self, due: Sequence[Revisit]) -> int:
         """Put ended URLs whose revisit is due back in their partitions, with what their last fetch left for a

@@ -25,4 +25,5 @@ class Scripts:
         self.complete = client.register_script(common + _lua("complete.lua"))
         self.lease = client.register_script(common + _lua("lease.lua"))
         self.revisit = client.register_script(common + _lua("revisit.lua"))
+        self.ended = client.register_script(common + BLOOM_LUA + _lua("ended.lua"))
         self.host_slots = client.register_script(_lua("hostslots.lua"))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..models import Completion, Entry, Previous, Revisit
+from ..models import Completion, Entry, Previous, Revisit, State
 
 HOUR, DAY = 3600.0, 86400.0
 
@@ -110,6 +110,17 @@ def due_revisits(
         (row_id, Revisit(entry=replace(entry_of(host, rest), attempts=0), ended="done" if state == 2 else "failed"))
         for row_id, host, state, *rest in rows
     ]
+
+
+def frontier_rows(conn: sqlite3.Connection, crawl_id: int, after: int, limit: int) -> list[tuple[int, Entry, State]]:
+    """Up to `limit` URLs of the crawl past row id `after`, each with its row id and state: what a frontier
+    rebuilt from the index needs (a crawl Redis lost), in chunks."""
+    rows = conn.execute(
+        f"SELECT id, (SELECT host FROM hosts WHERE id = host_id), state, {ENTRY} "
+        "FROM urls WHERE crawl_id = ? AND id > ? ORDER BY id LIMIT ?",
+        (crawl_id, after, limit),
+    ).fetchall()
+    return [(row_id, replace(entry_of(host, rest), attempts=0), State(state)) for row_id, host, state, *rest in rows]
 
 
 ENTRY = "url, fp, depth, kind, referrer_fp, attempts, via, fetched_at, digest, etag, last_modified, interval, priority"
