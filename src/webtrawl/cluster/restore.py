@@ -29,9 +29,12 @@ async def restore_if_due(client: Any, keys: Keys, db: Database, crawl_id: int, f
     many URLs went back into Redis."""
     if not await persist("reading the crawl's settings", lambda: client.hexists(keys.meta, RESTORE_MARK)):
         return 0
-    restored, after = 0, 0
-    while rows := await db.run(frontier_rows, crawl_id, after, CHUNK):
-        restored += await frontier.restore([(entry, state) for _row, entry, state in rows])
-        after = rows[-1][0]
+    restored = 0
+    # Ended URLs first: a node that joined already and finds one again takes it as seen.
+    for ended in (True, False):
+        after = 0
+        while rows := await db.run(frontier_rows, crawl_id, ended, after, CHUNK):
+            restored += await frontier.restore([(entry, state) for _row, entry, state in rows])
+            after = rows[-1][0]
     await persist("marking the crawl restored", lambda: client.hdel(keys.meta, RESTORE_MARK))
     return restored

@@ -112,13 +112,16 @@ def due_revisits(
     ]
 
 
-def frontier_rows(conn: sqlite3.Connection, crawl_id: int, after: int, limit: int) -> list[tuple[int, Entry, State]]:
-    """Up to `limit` URLs of the crawl past row id `after`, each with its row id and state: what a frontier
-    rebuilt from the index needs (a crawl Redis lost), in chunks."""
+def frontier_rows(
+    conn: sqlite3.Connection, crawl_id: int, ended: bool, after: int, limit: int
+) -> list[tuple[int, Entry, State]]:
+    """Up to `limit` URLs of the crawl past row id `after` that have `ended` (done or failed) or not, each with
+    its row id and state: what a frontier rebuilt from the index needs (a crawl Redis lost), in chunks."""
+    states = (State.DONE, State.FAILED) if ended else (State.WAITING, State.RUNNING)
     rows = conn.execute(
         f"SELECT id, (SELECT host FROM hosts WHERE id = host_id), state, {ENTRY} "
-        "FROM urls WHERE crawl_id = ? AND id > ? ORDER BY id LIMIT ?",
-        (crawl_id, after, limit),
+        "FROM urls WHERE crawl_id = ? AND id > ? AND state IN (?, ?) ORDER BY id LIMIT ?",
+        (crawl_id, after, *states, limit),
     ).fetchall()
     return [(row_id, replace(entry_of(host, rest), attempts=0), State(state)) for row_id, host, state, *rest in rows]
 
