@@ -8,6 +8,7 @@ import json
 import sqlite3
 import sys
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,15 @@ async def test_a_child_found_closer_lowers_a_waiting_url_only(crawl: Crawl) -> N
     assert await crawl.url("/finished") == (2, 5, 1, None, 0.0)
     await crawl.ingest([("p1:5-0", fetched("/x", "/far", depth=6), "n")])
     assert (await crawl.url("/far"))[1] == 1
+
+
+async def test_a_seed_whose_page_links_to_itself_is_recorded_as_a_seed(crawl: Crawl) -> None:
+    """Its links are written before its own row: the kind the frontier handed it out with is the one kept."""
+    page = fetched("/", "/", "/a", depth=0)
+    await crawl.ingest([("p1:1-0", replace(page, entry=replace(page.entry, kind="seed")), "n")])
+    assert await crawl.query("SELECT kind, depth, state FROM urls WHERE fp = ?", fingerprint(full("/"))) == [
+        ("seed", 0, 2)
+    ]
 
 
 async def test_a_completion_keeps_the_smaller_depth(crawl: Crawl) -> None:

@@ -239,7 +239,7 @@ class RedisFrontier:
                 args: list[Any] = list(head)
                 for e, state in items[start : start + CHUNK]:
                     ended = "done" if state == State.DONE else "failed"
-                    # The index may name a seed a link (a page linking to it came first): depth 0 tells.
+                    # An index written by an earlier version may name a seed a link: depth 0 tells.
                     explicit = e.kind in EXPLICIT or e.depth == 0
                     args += [fp_bytes(e.fp), e.host, template(e.url), ended, "1" if explicit else ""]
                 restored += int(

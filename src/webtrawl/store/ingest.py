@@ -59,7 +59,7 @@ _COMPLETED = """
                      reason, added_seq, discovered_at, updated_at, priority)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT(crawl_id, fp) DO UPDATE SET
-        state = excluded.state, attempts = excluded.attempts, not_before = excluded.not_before,
+        kind = excluded.kind, state = excluded.state, attempts = excluded.attempts, not_before = excluded.not_before,
         reason = excluded.reason, depth = MIN(urls.depth, excluded.depth), updated_at = excluded.updated_at,
         priority = excluded.priority
     WHERE urls.attempts < excluded.attempts
