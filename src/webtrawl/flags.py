@@ -1,7 +1,8 @@
-"""How the crawl command's flags become a `CrawlConfig` (over a `--config` file) and a Redis `Layout`.
+"""The crawl command's flags (`CRAWL_OPTIONS`), and how they become a `CrawlConfig` (over a `--config` file)
+and a Redis `Layout`.
 
 Kept apart from the commands so that the one table below, `FLAG_FIELDS`, is the whole map from a flag to
-the config field it sets.
+the config field it sets, and the flags are declared beside it.
 """
 
 from __future__ import annotations
@@ -102,6 +103,186 @@ FLAG_FIELDS: dict[str, tuple[str | None, str, Callable[[Any], Any]]] = {
     "media_concurrency": ("media", "concurrency", _same),
     "resolvers": ("media", "resolvers", _same),
 }
+
+
+CRAWL_OPTIONS = [
+    click.option("--out", "-o", type=click.Path(path_type=Path), required=True, help="Crawl directory."),
+    click.option("--name", default="default", show_default=True, help="Crawl name (several crawls may share --out)."),
+    click.option("--config", "config_file", type=click.Path(path_type=Path), help="TOML file with settings."),
+    click.option("--max-pages", type=int, help="Stop after this many pages in the whole crawl."),
+    click.option("--max-depth", type=int, help="Do not follow links deeper than this."),
+    click.option("--max-time", type=float, help="Stop this run after this many seconds."),
+    click.option("--concurrency", type=int, default=32, show_default=True, help="Fetches in flight."),
+    click.option("--per-host", type=int, default=2, show_default=True, help="Fetches in flight per host."),
+    click.option(
+        "--delay", type=float, default=0.5, show_default=True, help="Seconds between request starts on one host."
+    ),
+    click.option("--per-ip", type=int, help="Fetches in flight per IP address, across host names (default: no limit)."),
+    click.option("--adaptive", is_flag=True, help="Each host's delay follows its response times; 429/503 back it off."),
+    click.option("--min-delay", type=float, default=0.0, show_default=True, help="Smallest delay with --adaptive."),
+    click.option("--max-delay", type=float, default=60.0, show_default=True, help="Largest delay with --adaptive."),
+    click.option(
+        "--max-crawl-delay",
+        type=float,
+        default=30.0,
+        show_default=True,
+        help="robots.txt Crawl-delay is obeyed up to this many seconds.",
+    ),
+    click.option(
+        "--scope",
+        "scope_mode",
+        type=click.Choice(["host", "domain", "prefix", "any"]),
+        default="host",
+        show_default=True,
+        help="Which URLs the crawl may visit.",
+    ),
+    click.option("--allow", multiple=True, help="Regex a URL must match (repeatable)."),
+    click.option("--deny", multiple=True, help="Regex that excludes a URL (repeatable)."),
+    click.option("--max-url-length", type=int, default=2048, show_default=True),
+    click.option("--max-query-params", type=int, default=10, show_default=True),
+    click.option(
+        "--max-repeated-segments",
+        type=int,
+        default=3,
+        show_default=True,
+        help="Trap guard: a path segment may repeat at most this often.",
+    ),
+    click.option(
+        "--max-meaningless-symbols",
+        type=int,
+        help="Drop URLs whose last path segment has more symbols than this (off by default).",
+    ),
+    click.option(
+        "--max-urls-per-host",
+        type=click.IntRange(min=0),
+        default=1_000_000,
+        show_default=True,
+        help="Trap guard: new URLs one host may add (0: no limit); the rest are dropped as host-budget.",
+    ),
+    click.option(
+        "--max-urls-per-template",
+        type=click.IntRange(min=0),
+        default=10_000,
+        show_default=True,
+        help="Trap guard: new URLs per template, i.e. host + path with digits collapsed + query names (0: no limit).",
+    ),
+    click.option(
+        "--sitemaps/--no-sitemaps",
+        default=True,
+        show_default=True,
+        help="Add the URLs of each host's sitemaps (from robots.txt, else /sitemap.xml) at depth 1.",
+    ),
+    click.option(
+        "--max-sitemap-urls", type=click.IntRange(min=1), default=50_000, show_default=True, help="URLs per host."
+    ),
+    click.option("--page-requisites", is_flag=True, help="Also fetch CSS, images, scripts and fonts pages need."),
+    click.option("--ignore-nofollow", is_flag=True, help="Follow rel=nofollow links and nofollow pages."),
+    click.option("--ignore-robots", is_flag=True, help="Do not fetch or obey robots.txt."),
+    click.option("--user-agent", help="User-Agent header (default names webtrawl and its version)."),
+    click.option(
+        "--max-size",
+        type=int,
+        default=10 * 1024 * 1024,
+        show_default=True,
+        help="Bytes per body, received and decoded.",
+    ),
+    click.option("--fetch-non-html", is_flag=True, help="Download bodies of non-HTML responses too."),
+    click.option("--timeout", type=float, default=30.0, show_default=True, help="Read timeout, seconds."),
+    click.option(
+        "--resolve",
+        multiple=True,
+        metavar="HOST:[PORT:]ADDR",
+        help="Connect to ADDR for HOST, as curl does (repeatable); the guard lets these through.",
+    ),
+    click.option("--dns-ttl", type=float, default=300.0, show_default=True, help="Seconds a DNS answer is reused."),
+    click.option(
+        "--block-private/--no-block-private",
+        default=True,
+        show_default=True,
+        help="Refuse loopback, private and link-local addresses other than the seeds' own.",
+    ),
+    click.option("--allow-private", multiple=True, metavar="CIDR", help="Let these addresses through (repeatable)."),
+    click.option("--insecure", is_flag=True, help="Do not verify TLS certificates."),
+    click.option("--header", multiple=True, metavar="'NAME: VALUE'", help="Send this header on every request."),
+    click.option(
+        "--auth", multiple=True, metavar="HOST[:PORT]:USER:PASS", help="HTTP basic auth, sent to that host only."
+    ),
+    click.option("--proxy", metavar="URL", help="Send every request through this HTTP proxy."),
+    click.option("--cookies", is_flag=True, help="Keep cookies, each sent back only to the host that set it."),
+    click.option("--retries", type=int, default=3, show_default=True, help="Retries of a URL after a failure."),
+    click.option("--warc-size", type=int, default=1024**3, show_default=True, help="Bytes per WARC file."),
+    click.option("--mirror", is_flag=True, help="Also write plain files named from the URL, as wget does."),
+    click.option(
+        "--media",
+        "media_kinds",
+        metavar="audio[,video]",
+        help="Also collect these media into DIR/media/ (found on pages, resolved, downloaded with resume).",
+    ),
+    click.option("--media-max-size", type=int, help="Bytes per media file (default 2 GiB; 0: no limit)."),
+    click.option("--media-concurrency", type=int, help="Media downloads in flight (default 4), besides page fetches."),
+    click.option(
+        "--resolver",
+        "resolvers",
+        multiple=True,
+        metavar="NAME",
+        help="Use only these media resolvers (repeatable; 'generic' is the built-in one; default: all installed).",
+    ),
+    click.option("--recrawl", is_flag=True, help="Fetch again, conditionally, the pages whose revisit is due."),
+    click.option(
+        "--every", type=DURATION, metavar="DURATION", help="With --recrawl: keep going, a pass every 6h (s/m/h/d)."
+    ),
+    click.option(
+        "--min-interval", type=DURATION, metavar="DURATION", help="Shortest revisit interval, and the first [1h]."
+    ),
+    click.option("--max-interval", type=DURATION, metavar="DURATION", help="Longest revisit interval [30d]."),
+    click.option(
+        "--order",
+        type=click.Choice(["bfs", "importance"]),
+        help="Within a depth: arrival order (bfs, the default) or most linked-to first (importance, OPIC).",
+    ),
+    click.option("--skip-near-duplicates", is_flag=True, help="Do not follow links of near-duplicate pages (SimHash)."),
+    click.option("--near-distance", type=int, help="SimHash bits two near-duplicates may differ in [3]."),
+    click.option("--quiet", "-q", is_flag=True, help="No progress display; only the final summary line."),
+    click.option("--verbose", "-v", is_flag=True, help="Log details to stderr."),
+    click.option(
+        "--redis", "redis_url", metavar="URL", help="Run distributed: this process coordinates the crawl in Redis."
+    ),
+    click.option(
+        "--partition-by",
+        type=click.Choice(["host", "url"]),
+        default="host",
+        show_default=True,
+        help="With --redis: split by host (many sites), or by URL (one big site over every node; its limits shared).",
+    ),
+    click.option("--no-fetch", is_flag=True, help="With --redis: coordinate only; workers fetch."),
+    click.option(
+        "--partitions", type=int, default=64, show_default=True, help="With --redis: partitions (fixed at creation)."
+    ),
+    click.option(
+        "--dedup", type=click.Choice(["bloom", "exact"]), default="bloom", show_default=True, help="With --redis."
+    ),
+    click.option(
+        "--expected-urls", type=int, default=10_000_000, show_default=True, help="With --redis: sizes the Bloom filter."
+    ),
+    click.option(
+        "--fp-rate", type=float, default=1e-4, show_default=True, help="With --redis: Bloom false-positive rate."
+    ),
+    click.option(
+        "--lease-ttl",
+        type=float,
+        default=15.0,
+        show_default=True,
+        help="With --redis: seconds a partition lease lasts.",
+    ),
+]
+"""The crawl command's flags, beside the table of the config fields they set (`FLAG_FIELDS`)."""
+
+
+def crawl_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give the crawl command its flags, in the order `--help` lists them."""
+    for option in reversed(CRAWL_OPTIONS):
+        command = option(command)
+    return command
 
 
 def build_config(
