@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from ..config import PolitenessConfig
 from ..fetch.fetcher import Fetcher
 from ..fetch.politeness import Politeness
 from ..fetch.robots import RobotsRules, RobotsSource, fetch_robots_source
+from ..frontier.hosts import HostQueue
 from ..frontier.scripts import Scripts
 from .keys import Keys
 from .redisconn import persist
@@ -37,6 +39,44 @@ class SharedHostLimits:
         self._politeness = politeness
         self._ttl = int(ttl * 1000)
         self._held: dict[str, list[bytes]] = defaultdict(list)
+        self._ended: set[str] = set()
+        """Hosts with a request ended since the slots were last settled."""
+        politeness.on_release = self._ended.add
+
+    async def cut(self, plan: dict[int, list[tuple[int, int]]], names: Mapping[int, str], hosts: HostQueue,
+                  mono: float) -> None:  # fmt: skip
+        """Cut a claim's plan (per partition, host ids and how many URLs to take) to the slots the shared limits
+        grant; park the hosts granted none."""
+        wanted: Counter[str] = Counter()
+        for pairs in plan.values():
+            for host_id, take in pairs:
+                wanted[names[host_id]] += take
+        granted: dict[str, int] = {}
+        waits: dict[str, float] = {}
+        for host, n in wanted.items():
+            granted[host], waits[host] = await self.take(host, n)
+        for p, pairs in plan.items():
+            kept = []
+            for host_id, take in pairs:
+                host = names[host_id]
+                allowed = min(take, granted[host])
+                granted[host] -= allowed
+                for _ in range(take - allowed):
+                    self._politeness.cancel(host)
+                if allowed:
+                    kept.append((host_id, allowed))
+                else:
+                    hosts.park(host_id, mono + max(waits[host], 0.002))
+            plan[p] = kept
+
+    async def settle(self) -> None:
+        """Give back the slots of requests that ended: a host holds no more than it has running here."""
+        ended = list(self._ended)  # the set itself stays: politeness adds to it
+        self._ended.clear()
+        for host in ended:
+            excess = self.held(host) - self._politeness.active(host)
+            if excess > 0:
+                await self.give(host, excess)
 
     async def take(self, host: str, n: int) -> tuple[int, float]:
         """Take up to `n` slots of `host`; returns how many were granted and, if none, seconds to wait."""

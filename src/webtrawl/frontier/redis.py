@@ -46,9 +46,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHUNK = 1000
+"""URLs per script call: long enough to amortize a round trip, short enough not to block Redis."""
 EXPLICIT = ("seed", "sitemap")
 """Kinds of URL given explicitly, which the Bloom filter's whitelist keeps from false positives (`add.lua`)."""
-"""URLs per script call: long enough to amortize a round trip, short enough not to block Redis."""
 REFRESH_EVERY = 0.5
 """Seconds between two reads of the held partitions' hosts (to see URLs other nodes added)."""
 HOSTS_PER_REFRESH = 1000
@@ -129,10 +129,6 @@ class RedisFrontier:
         self.finished = False
         """Set when the coordinator declared the crawl over (nothing waiting or running anywhere)."""
         politeness.on_ready = self._host_ready
-        self._ended: set[str] = set()
-        """Hosts with a request ended since the shared slots were last settled (partitioned by URL)."""
-        if host_limits is not None:
-            politeness.on_release = self._ended.add
 
     def _host_ready(self, host: str) -> None:
         for host_id in self._ids_of_host.get(host, ()):
@@ -329,8 +325,8 @@ class RedisFrontier:
             if n == 0:
                 break
         if self._limits is not None:
-            await self._settle_shared_slots()
-            await self._take_shared_slots(plan, mono)
+            await self._limits.settle()
+            await self._limits.cut(plan, names, hosts, mono)
         entries: list[Entry] = []
         for p, wanted in plan.items():
             if not wanted:
@@ -361,43 +357,8 @@ class RedisFrontier:
                     politeness.started(host, started)
         self._running += len(entries)
         if self._limits is not None:
-            await self._settle_shared_slots()
+            await self._limits.settle()
         return entries
-
-    async def _settle_shared_slots(self) -> None:
-        """Give back the shared slots of requests that ended: a host holds no more than it has running here."""
-        assert self._limits is not None
-        ended = list(self._ended)  # the set itself stays: politeness adds to it
-        self._ended.clear()
-        for host in ended:
-            excess = self._limits.held(host) - self._politeness.active(host)
-            if excess > 0:
-                await self._limits.give(host, excess)
-
-    async def _take_shared_slots(self, plan: dict[int, list[tuple[int, int]]], mono: float) -> None:
-        """Cut the plan to the slots the hosts' shared limits grant; park hosts granted none."""
-        assert self._limits is not None
-        wanted: Counter[str] = Counter()
-        for pairs in plan.values():
-            for host_id, take in pairs:
-                wanted[self._host_names[host_id]] += take
-        granted: dict[str, int] = {}
-        waits: dict[str, float] = {}
-        for host, n in wanted.items():
-            granted[host], waits[host] = await self._limits.take(host, n)
-        for p, pairs in plan.items():
-            kept = []
-            for host_id, take in pairs:
-                host = self._host_names[host_id]
-                allowed = min(take, granted[host])
-                granted[host] -= allowed
-                for _ in range(take - allowed):
-                    self._politeness.cancel(host)
-                if allowed:
-                    kept.append((host_id, allowed))
-                else:
-                    self._hosts.park(host_id, mono + max(waits[host], 0.002))
-            plan[p] = kept
 
     async def _refresh(self, usable: Mapping[int, str]) -> None:
         """Read the hosts, due retries and result backlog of every held partition; forget lost ones."""
