@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+X = TypeVar("X")
 
 CHUNK = 1000
 """URLs per script call: long enough to amortize a round trip, short enough not to block Redis."""
@@ -162,12 +163,24 @@ class RedisFrontier:
 
         return await persist(what, attempt)
 
+    async def _script(self, what: str, script: Any, p: int, args: list[Any]) -> Any:
+        """Run one of the partition scripts on partition `p` (see `_redis`)."""
+        return await self._redis(what, lambda: script(keys=[self._keys.counters(p)], args=args))
+
+    def _chunks(self, items: Iterable[X], url_of: Callable[[X], NewURL | Entry]) -> Iterator[tuple[int, list[X]]]:
+        """`items` grouped by partition, in chunks of at most `CHUNK`: one script call each."""
+        by_partition: dict[int, list[X]] = defaultdict(list)
+        for item in items:
+            url = url_of(item)
+            by_partition[self.partition(url.url, url.host)].append(item)
+        for p, group in by_partition.items():
+            for start in range(0, len(group), CHUNK):
+                yield p, group[start : start + CHUNK]
+
     async def _reconcile_leases(self, usable: Mapping[int, str]) -> None:
         for p, token in usable.items():
             args = ["reconcile", token, 0, *(fp_bytes(fp) for fp in self._in_flight.get(p, ()))]
-            orphans = await self._redis(
-                "reconciling", lambda p=p, args=args: self._scripts.lease(keys=[self._keys.counters(p)], args=args)
-            )
+            orphans = await self._script("reconciling", self._scripts.lease, p, args)
             if orphans and orphans > 0:
                 log.warning("partition %d: %d URL(s) running here no more went back to waiting", p, orphans)
         self._reconcile = False
@@ -187,9 +200,6 @@ class RedisFrontier:
         """Add `urls` to their partitions; `cash` (importance order) is what each receives, new or not;
         `previous`, what an earlier fetch left (a restored re-crawl's URLs)."""
         layout = self._layout
-        by_partition: dict[int, list[NewURL]] = defaultdict(list)
-        for url in urls:
-            by_partition[self.partition(url.url, url.host)].append(url)
         head = [
             layout.dedup,
             layout.bloom_capacity,
@@ -199,19 +209,16 @@ class RedisFrontier:
         ]
         previous = previous or {}
         added = 0
-        for p, items in by_partition.items():
-            for start in range(0, len(items), CHUNK):
-                args: list[Any] = list(head)
-                for u in items[start : start + CHUNK]:
-                    referrer = "" if u.referrer_fp is None else str(u.referrer_fp)
-                    share = "" if cash is None else repr(cash.get(u.fp, 0.0))
-                    blob = encode_entry(u.url, u.host, u.depth, u.kind, u.referrer_fp, u.via, previous.get(u.fp))
-                    args += [fp_bytes(u.fp), u.host, u.depth, blob, u.kind, template(u.url), referrer, share]
-                new, heads = await self._redis(
-                    "adding URLs", lambda p=p, args=args: self._scripts.add(keys=[self._keys.counters(p)], args=args)
-                )
-                added += int(new)
-                self._apply_heads(p, heads)
+        for p, chunk in self._chunks(urls, lambda u: u):
+            args: list[Any] = list(head)
+            for u in chunk:
+                referrer = "" if u.referrer_fp is None else str(u.referrer_fp)
+                share = "" if cash is None else repr(cash.get(u.fp, 0.0))
+                blob = encode_entry(u.url, u.host, u.depth, u.kind, u.referrer_fp, u.via, previous.get(u.fp))
+                args += [fp_bytes(u.fp), u.host, u.depth, blob, u.kind, template(u.url), referrer, share]
+            new, heads = await self._script("adding URLs", self._scripts.add, p, args)
+            added += int(new)
+            self._apply_heads(p, heads)
         return added
 
     async def restore(self, rows: Sequence[tuple[Entry, State]]) -> int:
@@ -225,48 +232,31 @@ class RedisFrontier:
             {e.fp: e.priority for e in waiting} if self._importance else None,
             {e.fp: e.previous for e in waiting if e.previous is not None},
         )  # fmt: skip
-        by_partition: dict[int, list[tuple[Entry, State]]] = defaultdict(list)
-        for entry, state in rows:
-            if state in (State.DONE, State.FAILED):
-                by_partition[self.partition(entry.url, entry.host)].append((entry, state))
+        ended = [(entry, state) for entry, state in rows if state in (State.DONE, State.FAILED)]
         head = [self._layout.dedup, self._layout.bloom_capacity, repr(self._layout.bloom_error_rate)]
-        for p, items in by_partition.items():
-            for start in range(0, len(items), CHUNK):
-                args: list[Any] = list(head)
-                for e, state in items[start : start + CHUNK]:
-                    ended = "done" if state == State.DONE else "failed"
-                    # An index written by an earlier version may name a seed a link: depth 0 tells.
-                    explicit = e.kind in EXPLICIT or e.depth == 0
-                    args += [fp_bytes(e.fp), e.host, template(e.url), ended, "1" if explicit else ""]
-                restored += int(
-                    await self._redis(
-                        "restoring ended URLs",
-                        lambda p=p, args=args: self._scripts.ended(keys=[self._keys.counters(p)], args=args),
-                    )
-                )
+        for p, chunk in self._chunks(ended, lambda row: row[0]):
+            args: list[Any] = list(head)
+            for e, state in chunk:
+                # An index written by an earlier version may name a seed a link: depth 0 tells.
+                explicit = e.kind in EXPLICIT or e.depth == 0
+                args += [fp_bytes(e.fp), e.host, template(e.url), state.name.lower(), "1" if explicit else ""]
+            restored += int(await self._script("restoring ended URLs", self._scripts.ended, p, args))
         return restored
 
     async def revisit(self, due: Sequence[Revisit]) -> int:
         """Put ended URLs whose revisit is due back in their partitions, with what their last fetch left for a
         conditional request; returns how many went back (one waiting or running already stays as it is)."""
-        by_partition: dict[int, list[Revisit]] = defaultdict(list)
-        for item in due:
-            by_partition[self.partition(item.entry.url, item.entry.host)].append(item)
         requeued = 0
-        for p, items in by_partition.items():
-            for start in range(0, len(items), CHUNK):
-                args: list[Any] = []
-                for item in items[start : start + CHUNK]:
-                    e = item.entry
-                    blob = encode_entry(e.url, e.host, e.depth, e.kind, e.referrer_fp, e.via, e.previous)
-                    share = repr(e.priority) if self._importance else ""
-                    args += [fp_bytes(e.fp), e.host, e.depth, blob, item.ended, share]
-                n, heads = await self._redis(
-                    "re-queuing URLs",
-                    lambda p=p, args=args: self._scripts.revisit(keys=[self._keys.counters(p)], args=args),
-                )
-                requeued += int(n)
-                self._apply_heads(p, heads)
+        for p, chunk in self._chunks(due, lambda item: item.entry):
+            args: list[Any] = []
+            for item in chunk:
+                e = item.entry
+                blob = encode_entry(e.url, e.host, e.depth, e.kind, e.referrer_fp, e.via, e.previous)
+                share = repr(e.priority) if self._importance else ""
+                args += [fp_bytes(e.fp), e.host, e.depth, blob, item.ended, share]
+            n, heads = await self._script("re-queuing URLs", self._scripts.revisit, p, args)
+            requeued += int(n)
+            self._apply_heads(p, heads)
         return requeued
 
     def _apply_heads(self, p: int, heads: list[Any]) -> None:
@@ -300,9 +290,7 @@ class RedisFrontier:
         now = time.time()
         for p in [p for p, at in self._retry_at.items() if at <= now and p in usable]:
             del self._retry_at[p]  # the claim script puts due retries back in their hosts' queues
-            reply = await self._redis(
-                "claiming", lambda p=p: self._scripts.claim(keys=[self._keys.counters(p)], args=[usable[p]])
-            )
+            reply = await self._script("claiming", self._scripts.claim, p, [usable[p]])
             if reply is not None:
                 self._apply_heads(p, reply[1])
         politeness, names, hosts = self._politeness, self._host_names, self._hosts
@@ -334,9 +322,7 @@ class RedisFrontier:
             args: list[Any] = [usable[p]]
             for host_id, take in wanted:
                 args += [names[host_id], take]
-            reply = await self._redis(
-                "claiming", lambda p=p, args=args: self._scripts.claim(keys=[self._keys.counters(p)], args=args)
-            )
+            reply = await self._script("claiming", self._scripts.claim, p, args)
             got: Counter[str] = Counter()
             if reply is None:  # the lease is gone: the heartbeat thread will notice too
                 self._forget_partition(p)
@@ -435,10 +421,7 @@ class RedisFrontier:
                 for item in chunk:
                     delay = max(0, int(((item.not_before or now) - now) * 1000))
                     args += [fp_bytes(item.entry.fp), item.verdict, delay, encode_completion(item, self._leases.node)]
-                reply = await self._redis(
-                    "completing",
-                    lambda p=p, args=args: self._scripts.complete(keys=[self._keys.counters(p)], args=args),
-                )
+                reply = await self._script("completing", self._scripts.complete, p, args)
                 if reply is None:
                     self._fenced(p, len(chunk))
                 elif int(reply[1]):
