@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -304,20 +304,20 @@ def _run(job: Coroutine[Any, Any, T]) -> T:
     raise AssertionError("unreachable")
 
 
-def _expected(exc: Exception) -> str | None:
+def _expected(exc: BaseException) -> str | None:
     """The one line for a failure that is the user's or their Redis' rather than webtrawl's: a usage error, or a
     command Redis refused (a user without the permission, a read-only replica). Tasks run in groups, so it may
     come wrapped; a group that also holds anything else is a bug, and keeps its traceback."""
-    if not isinstance(exc, ExceptionGroup):
-        return _expected_leaf(exc)
-    # split() tests the groups themselves too: only a leaf is ever expected.
-    expected, rest = exc.split(lambda e: not isinstance(e, ExceptionGroup) and _expected_leaf(e) is not None)
-    if expected is None or rest is not None:
-        return None
-    leaf: BaseException = expected
-    while isinstance(leaf, BaseExceptionGroup):
-        leaf = leaf.exceptions[0]
-    return _expected_leaf(leaf)
+    messages = [_expected_leaf(leaf) for leaf in _leaves(exc)]
+    return None if None in messages else messages[0]
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
 
 
 def _expected_leaf(exc: BaseException) -> str | None:
