@@ -56,7 +56,7 @@ async def test_sigusr1_writes_where_a_crawl_waits_and_the_crawl_goes_on(tmp_path
     dump = err_path.read_text()
     assert stackdump.HEADER in dump
     assert "Thread 0x" in dump and "Current thread" in dump  # every thread, from faulthandler
-    assert "in fetch\n" in dump, "the task waiting on the slow page is among the stacks, down to the fetch"
+    assert ", in fetch\n" in dump, "the task waiting on the slow page is among the stacks, down to the fetch"
     with sqlite3.connect(tmp_path / "out" / "crawl.db") as db:
         states = dict(db.execute("SELECT url, state FROM urls"))
     assert states == {home_url: 2, slow_url: 2}, "both pages done"
