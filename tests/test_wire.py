@@ -104,6 +104,7 @@ def rich() -> Completion:
         ),
         interval=5400.0,
         due=1_700_005_400.5,
+        gained_host="http://www.example.com:8080",
     )
 
 

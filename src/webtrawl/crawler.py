@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -129,6 +129,7 @@ class Crawler:
             scope = Scope(config.scope, seeds)
             for host in extra_hosts:
                 scope.add_host(host)
+            learn = await self._scope_learner(scope)
             politeness = Politeness(
                 config.politeness,
                 robots=None if config.fetch.respect_robots else ALLOW_ALL,
@@ -161,15 +162,15 @@ class Crawler:
                         fetcher,
                         politeness,
                         db,
-                        crawl_id,
                         self.stats,
                         media=registry if config.media.kinds else None,
                         twins=self._twins(db, crawl_id),
+                        learn=learn,
                     )
                     media = MediaHandler(config, fetcher, politeness, db, crawl_id, registry, out, self.stats)
                     try:
                         outcome = await self._crawl(
-                            frontier, politeness, fetcher, handler, media, warc, mirror, crawl_id
+                            frontier, politeness, fetcher, handler, media, warc, mirror, crawl_id, learn
                         )
                     finally:
                         handler.parser.close()
@@ -204,6 +205,11 @@ class Crawler:
     async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
         return await fetch_robots(fetcher, host, self.config.fetch.user_agent)
 
+    async def _scope_learner(self, scope: Scope) -> Callable[[float], Awaitable[None]] | None:
+        """How `scope` learns the hosts other processes of the crawl gained (see `PageHandler`): it need not
+        here, where one process crawls and the store gives it every host earlier runs gained."""
+        return None
+
     def _twins(self, db: Database, crawl_id: int) -> Twins:
         """Where `--skip-near-duplicates` finds earlier pages: this crawl's store."""
         return StoredTwins(db, crawl_id)
@@ -218,6 +224,7 @@ class Crawler:
         warc: WarcWriter,
         mirror: Mirror | None,
         crawl_id: int,
+        learn: Callable[[float], Awaitable[None]] | None,
     ) -> str:
         """Run the main loop until the crawl ends or is stopped; returns why it ended."""
         config = self.config
@@ -246,6 +253,7 @@ class Crawler:
         )
 
         async def robots(host: str) -> None:
+            started = time.monotonic()
             try:
                 politeness.reserve(host)
                 try:
@@ -255,6 +263,8 @@ class Crawler:
                 if sitemaps is not None and politeness.rules(host) is None:
                     # Read once per host, before its URLs are handed out, so sitemap requests keep its pace.
                     # `outcome` changes only when the main loop stops early: then reading is pointless.
+                    if learn is not None:  # the host may be one another node's seed redirected to
+                        await learn(started)
                     urls, drops = await sitemaps.discover(host, rules, lambda: outcome != "finished")
                     await frontier.add(urls, drops)
                 politeness.set_rules(host, rules)

@@ -253,6 +253,9 @@ class Completion:
     """In-scope links of the page (already seen ones too: they become link edges)."""
     drops: list[tuple[str, str]] = field(default_factory=list)
     """Links the scope refused: (url, reason)."""
+    gained_host: str | None = None
+    """A host key the crawl's scope gained with this result (a seed redirected to it): recorded with the
+    result, so a resumed crawl, and every node of a distributed one, has it in scope too."""
     media: MediaFile | None = None
     """For a media task (an entry of kind "media"): the file it collected."""
     interval: float | None = None

@@ -10,6 +10,7 @@ import logging
 import random
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .config import CrawlConfig, FetchConfig
@@ -26,7 +27,6 @@ from .parse.simhash import hamming, simhash
 from .revisits import next_interval
 from .scope import Scope
 from .stats import Stats
-from .store.crawls import add_extra_host
 from .store.db import Database
 from .store.fingerprints import Twins
 from .store.warc import sha1_digest
@@ -83,14 +83,17 @@ class PageHandler:
         fetcher: Fetcher,
         politeness: Politeness,
         db: Database,
-        crawl_id: int,
         stats: Stats,
         *,
         media: Registry | None = None,
         twins: Twins,
+        learn: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         """`media`: the resolvers that name the media of each page, when the crawl collects media. `twins`:
-        where `--skip-near-duplicates` looks for earlier pages."""
+        where `--skip-near-duplicates` looks for earlier pages. `learn(moment)`: puts in the scope the hosts
+        other processes of the crawl gained, as read no earlier than `moment` (monotonic), for the nodes of a
+        distributed crawl; an embedded crawl is one process, and its scope knows all it gained."""
+        self._learn = learn
         self._media = media
         self._twins = twins
         self._recent: deque[tuple[int, int]] = deque(maxlen=RECENT_SIMHASHES)
@@ -99,7 +102,6 @@ class PageHandler:
         self._fetcher = fetcher
         self._politeness = politeness
         self.db = db
-        self._crawl_id = crawl_id
         self._stats = stats
         self.parser = GuardedParser()
 
@@ -109,6 +111,7 @@ class PageHandler:
         return self._scope
 
     async def handle(self, entry: Entry) -> PageResult:
+        started = time.monotonic()  # after the claim that handed `entry` out (see `_scope_grew`)
         try:
             rules = self._politeness.rules(entry.host)
             if rules is not None and not rules.allowed(entry.url):
@@ -128,12 +131,12 @@ class PageHandler:
                     ip=outcome.ip if outcome else None,
                 )
             self._stats.record(outcome.status, len(outcome.body), outcome.error)
-            return self._scheduled(await self._judge(entry, outcome))
+            return self._scheduled(await self._judge(entry, outcome, started))
         except Exception as exc:  # one URL's bug must not stop the crawl
             log.exception("error while handling %s", entry.url)
             return PageResult(Completion(entry=entry, verdict="failed", reason=f"internal error: {exc!r}"[:300]))
 
-    async def _judge(self, entry: Entry, outcome: FetchOutcome) -> PageResult:
+    async def _judge(self, entry: Entry, outcome: FetchOutcome, started: float) -> PageResult:
         capture = Capture(
             fp=entry.fp,
             url=entry.url,
@@ -176,9 +179,12 @@ class PageHandler:
         completion = Completion(entry=entry, verdict="done", capture=capture)
         decoded = None
         if 300 <= status < 400:
-            new_host = self._follow_redirect(entry, outcome, completion)
-            if new_host is not None:
-                await self.db.run(add_extra_host, self._crawl_id, new_host)
+            known = self._scope.host_count
+            self._follow_redirect(entry, outcome, completion)
+            if await self._scope_grew(started, known, completion):
+                completion.children.clear()
+                completion.drops.clear()
+                self._follow_redirect(entry, outcome, completion)
         elif status >= 400:
             completion.verdict, completion.reason = "failed", f"HTTP {status}"
         elif outcome.content_type in HTML_TYPES and outcome.body:
@@ -193,10 +199,28 @@ class PageHandler:
             if self._config.skip_near_duplicates and capture.simhash is not None:
                 capture.near_duplicate_of = await self._near_duplicate(entry.fp, capture.simhash)
             if capture.near_duplicate_of is None:  # a near-duplicate's links lead where its twin's did
+                known = self._scope.host_count
                 self._add_links(entry, page, completion)
+                if await self._scope_grew(started, known, completion):
+                    completion.children.clear()
+                    completion.drops.clear()
+                    self._add_links(entry, page, completion)
             if self._media is not None:
                 self._add_media(entry, text, page, completion, self._media)
         return PageResult(completion, archived, decoded if self._config.mirror else None)
+
+    async def _scope_grew(self, started: float, known: int, completion: Completion) -> bool:
+        """Whether links judged with `known` hosts in scope must be judged again, because other processes of
+        the crawl gained hosts (their seeds redirected) that this one had not heard of.
+
+        Asked only when a link was refused as out of scope, the one verdict a new host changes. Reading no
+        earlier than `started`, the end of the claim that handed this URL out, is enough: a URL on a gained
+        host (or one found through it) enters the frontier only after the host was recorded.
+        """
+        if self._learn is None or all(reason != "out-of-scope" for _url, reason in completion.drops):
+            return False
+        await self._learn(started)
+        return self._scope.host_count > known
 
     async def _near_duplicate(self, fp: int, simhash: int) -> int | None:
         """An earlier page this one's text nearly equals: among the pages handled lately (their rows may not
@@ -270,35 +294,34 @@ class PageHandler:
             else:
                 drops.append((link.url, reason))
 
-    def _follow_redirect(self, entry: Entry, outcome: FetchOutcome, completion: Completion) -> str | None:
+    def _follow_redirect(self, entry: Entry, outcome: FetchOutcome, completion: Completion) -> None:
         """A redirect target joins the frontier at the same depth, so it gets politeness, robots and dedup.
 
-        A hop that closes a loop or exceeds the chain limit fails the URL, as it would fail a browser.
-
-        Returns a host the scope gained because a seed redirected to it (to be remembered for resumes).
+        A hop that closes a loop or exceeds the chain limit fails the URL, as it would fail a browser. A seed
+        (or a seed's redirect target: depth 0) that redirects to another host brings that host in scope; the
+        completion carries it, so the crawl keeps it.
         """
         location = outcome.header("Location")
         if not location:
-            return None
+            return
         try:
             target = normalize(location, entry.url)
         except InvalidURL:
             completion.drops.append((location, "bad-redirect"))
-            return None
+            return
         assert completion.capture is not None
         completion.capture.location = target
         chain = (*entry.via, entry.url)
         if target in chain:
             completion.verdict, completion.reason = "failed", "redirect loop"
-            return None
+            return
         if len(chain) > self._config.fetch.max_redirects:
             completion.verdict = "failed"
             completion.reason = f"too many redirects (more than {self._config.fetch.max_redirects})"
-            return None
-        new_host = None
-        if entry.depth == 0 and host_key(target) not in self._scope.hosts:
-            new_host = host_key(target)
-            self._scope.add_host(new_host)
+            return
+        if entry.depth == 0 and not self._scope.has_host(host_key(target)):
+            completion.gained_host = host_key(target)
+            self._scope.add_host(completion.gained_host)
         reason = self._scope.check(target, entry.depth)
         if reason is not None:
             completion.drops.append((target, reason))
@@ -314,4 +337,3 @@ class PageHandler:
                     via=chain,
                 )
             )
-        return new_host

@@ -75,6 +75,14 @@ class Scope:
         """Host keys of the seeds and of every host added since."""
         return frozenset(self._hosts)
 
+    @property
+    def host_count(self) -> int:
+        """How many hosts `hosts` has (it only grows), without copying them."""
+        return len(self._hosts)
+
+    def has_host(self, host: str) -> bool:
+        return host in self._hosts
+
     def add_host(self, host: str) -> None:
         """Put the host key `host` in scope too (a seed redirected to it).
 

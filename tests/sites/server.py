@@ -52,7 +52,9 @@ class SiteServer:
         delay: float = 0.0,
         robots: bool = True,
         port: int = 0,
+        address: str = "127.0.0.1",
     ) -> None:
+        """`address`: where it listens (another loopback address, e.g. 127.0.0.2, is another host)."""
         self.delay = delay
         """Seconds every response waits before it is sent (the request counts as in flight meanwhile)."""
         self.robots = robots
@@ -60,7 +62,8 @@ class SiteServer:
         self.log: list[Request] = []
         self.max_in_flight: dict[str, int] = defaultdict(int)
         """Host header → most requests in flight at once."""
-        self._new_site = functools.partial(Site, pages=pages, seed=seed, calendar=calendar)
+        self._address = address
+        self._new_site = functools.partial(Site, pages=pages, seed=seed, calendar=calendar, address=address)
         self._port = port
         self._down = False
         self._in_flight: dict[str, int] = defaultdict(int)
@@ -82,7 +85,7 @@ class SiteServer:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self._port).start()
+        await web.TCPSite(self._runner, self._address, self._port).start()
         port = self._runner.addresses[0][1]
         self.site = self._new_site(port=port)
         return self

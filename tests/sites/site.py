@@ -43,13 +43,15 @@ class Site:
     `pages`; neither are redirects, files and error responses.
     """
 
-    def __init__(self, *, pages: int = 300, seed: int = 0, port: int = 8765, calendar: bool = True) -> None:
+    def __init__(
+        self, *, pages: int = 300, seed: int = 0, port: int = 8765, calendar: bool = True, address: str = "127.0.0.1"
+    ) -> None:
         if pages < _MIN_PAGES:
             raise ValueError(f"a site needs at least {_MIN_PAGES} pages, not {pages}")
         self.seed = seed
         self.port = port
         self.calendar = calendar
-        self.host = f"127.0.0.1:{port}"
+        self.host = f"{address}:{port}"
         self.origin = f"http://{self.host}"
         self.other_origin = f"http://localhost:{port}"
         """The same server under another host key, so out of scope for a crawl of `origin`."""

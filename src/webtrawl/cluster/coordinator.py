@@ -19,13 +19,13 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from ..config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, RevisitConfig, ScopeConfig
-from ..errors import ConfigError, CrawlGone
+from ..errors import ConfigError
 from ..frontier.redis import Layout
 from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import differences
@@ -35,7 +35,7 @@ from ..store.ingest import ingest, ingest_drops
 from ..urls import NORMALIZATION_VERSION
 from .keys import Keys
 from .leases import PARTITION_FIELDS
-from .redisconn import persist, pipelined
+from .redisconn import crawl_gone, persist, pipelined
 from .wire import decode_completion
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ GRACE = 2.0
 RESTORE_MARK = "restore"
 """A field of the crawl's settings: the crawl is new in this Redis and not yet restored from the coordinator's
 index (`cluster.restore`)."""
+INCARNATION = "incarnation"
+"""A field of the crawl's settings: the id of this creation of the crawl in this Redis (`Layout.incarnation`)."""
 HASH_NAME = "xxh3_64(host key) mod partitions"
 HASH_VERSION = 1
 
@@ -83,6 +85,16 @@ async def create_or_join(client: Any, keys: Keys, config: CrawlConfig, layout: L
     identity = config.identity(sorted(config.seeds), NORMALIZATION_VERSION)
     created = await client.hsetnx(keys.meta, "identity", json.dumps(identity, sort_keys=True))
     if created:
+        # A new incarnation: nodes of an earlier one (Redis lost it; they have not noticed yet) write nothing.
+        layout = replace(layout, incarnation=uuid.uuid4().hex[:16])
+        for p in range(layout.partitions):
+            await client.hset(keys.counters(p), "crawl", layout.incarnation)
+            try:
+                await client.xgroup_create(keys.stream(p), GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        # Published last: a node can join (`load_crawl`) only once every partition takes its calls.
         await client.hset(
             keys.meta,
             mapping={
@@ -91,15 +103,10 @@ async def create_or_join(client: Any, keys: Keys, config: CrawlConfig, layout: L
                 "hash": HASH_NAME,
                 "hash_version": HASH_VERSION,
                 "created_at": time.time(),
+                INCARNATION: layout.incarnation,
                 RESTORE_MARK: 1,  # whatever the coordinator's index has of this crawl comes back first
             },
         )
-        for p in range(layout.partitions):
-            try:
-                await client.xgroup_create(keys.stream(p), GROUP, id="0", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
         await client.set(keys.control, "run")
         return config, layout
     stored, document = await client.hmget(keys.meta, "identity", "config")
@@ -133,19 +140,19 @@ async def load_crawl(client: Any, keys: Keys, **overrides: Any) -> tuple[CrawlCo
     return config_from_document(json.loads(config), **overrides), Layout(**json.loads(layout))
 
 
-def gone(name: str) -> CrawlGone:
-    return CrawlGone(
-        f"crawl {name!r} is no longer in Redis: Redis lost it (it restarted with nothing on disk, or was "
-        "flushed). Run the coordinator's command again: it rebuilds the crawl in Redis from its index. Run "
-        "Redis with appendonly yes to keep a crawl across restarts"
-    )
+def present(stored: list[bytes | None], incarnation: str) -> bool:
+    """Whether the crawl's settings fields (identity, incarnation) as read now are those of `incarnation`."""
+    identity, stored_incarnation = stored
+    return identity is not None and (stored_incarnation or b"").decode() == incarnation
 
 
-async def check_present(client: Any, keys: Keys) -> None:
-    """CrawlGone once the crawl's settings are no longer in Redis, which never deletes them: its nodes would
-    otherwise wait in an empty crawl for ever, and its coordinator fail on the first key it expects."""
-    if not await persist("checking the crawl is there", lambda: client.exists(keys.meta)):
-        raise gone(keys.name)
+async def check_present(client: Any, keys: Keys, incarnation: str) -> None:
+    """CrawlGone once the crawl's settings are no longer in Redis (which never deletes them), or are those of a
+    crawl created anew there: its nodes would otherwise wait in an empty crawl for ever, and its coordinator
+    fail on the first key it expects."""
+    stored = await persist("checking the crawl is there", lambda: client.hmget(keys.meta, "identity", INCARNATION))
+    if not present(stored, incarnation):
+        raise crawl_gone(keys.name)
 
 
 class CoordinatorLease:
@@ -224,7 +231,7 @@ class Gatherer:
                 )
             except ResponseError as exc:
                 if str(exc).startswith("NOGROUP"):  # the stream was created with the crawl
-                    await check_present(self._client, self._keys)
+                    await check_present(self._client, self._keys, self._layout.incarnation)
                 raise
             for _name, entries in replies or []:
                 if entries:

@@ -2,15 +2,18 @@
 
 With `--partition-by url` no node sees all of a host's requests, so its concurrency and pace are kept in
 Redis (`frontier/lua/hostslots.lua`): a node takes slots before it hands URLs out and gives them back when
-their requests end (it holds no more of a host's slots than its politeness has requests running). Slots
-expire by themselves, so those of a node that died come back. The node's own politeness still applies on
-top (it can only be stricter). The host's robots.txt is fetched by one node and shared (`SharedRobots`).
+their requests end (it holds no more of a host's slots than its politeness has requests running), and all
+of them when it leaves. A slot lasts a lease's TTL unless the node's heartbeat renews it with its leases, so
+the slots of a node that died, stalled or was cut off come back when its leases do, and a node left without
+any lease gives its slots back. The node's own politeness still applies on top (it can only be stricter).
+The host's robots.txt is fetched by one node and shared (`SharedRobots`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +42,8 @@ class SharedHostLimits:
         self._politeness = politeness
         self._ttl = int(ttl * 1000)
         self._held: dict[str, list[bytes]] = defaultdict(list)
+        """Host → the slots this node holds; the heartbeat thread renews them (under `_lock`)."""
+        self._lock = threading.Lock()
         self._ended: set[str] = set()
         """Hosts with a request ended since the slots were last settled."""
         politeness.on_release = self._ended.add
@@ -85,7 +90,8 @@ class SharedHostLimits:
         granted, wait = await persist(
             "taking host slots", lambda: self._script(keys=[self._keys.host_slots(host)], args=args)
         )
-        self._held[host].extend(granted)
+        with self._lock:
+            self._held[host].extend(granted)
         return len(granted), int(wait) / 1000
 
     def held(self, host: str) -> int:
@@ -93,15 +99,45 @@ class SharedHostLimits:
 
     async def give(self, host: str, n: int) -> None:
         """Give back `n` slots of `host` (its requests ended)."""
-        held = self._held.get(host)
-        if not held:
-            return
-        slots = [held.pop() for _ in range(min(n, len(held)))]
-        if not held:
-            del self._held[host]
-        await persist(
-            "giving host slots back", lambda: self._script(keys=[self._keys.host_slots(host)], args=["give", *slots])
-        )
+        slots = self._take_back(host, n)
+        if slots:
+            await persist(
+                "giving host slots back",
+                lambda: self._script(keys=[self._keys.host_slots(host)], args=["give", *slots]),
+            )
+
+    def _take_back(self, host: str, n: int) -> list[bytes]:
+        with self._lock:
+            held = self._held.get(host)
+            if not held:
+                return []
+            slots = [held.pop() for _ in range(min(n, len(held)))]
+            if not held:
+                del self._held[host]
+            return slots
+
+    # -- the heartbeat thread (blocking client) ---------------------------------------------------------------
+
+    def renew(self, script: Any) -> None:
+        """Extend every slot held to a lease's TTL from now; forget those that expired meanwhile (this node
+        stalled or lost Redis past the TTL: other nodes may have taken them)."""
+        with self._lock:
+            held = {host: list(slots) for host, slots in self._held.items()}
+        for host, slots in held.items():
+            kept = set(script(keys=[self._keys.host_slots(host)], args=["renew", self._ttl, *slots]))
+            if len(kept) < len(slots):
+                with self._lock:
+                    mine = self._held.get(host, [])
+                    mine[:] = [slot for slot in mine if slot in kept or slot not in slots]
+                    if not mine:
+                        self._held.pop(host, None)
+
+    def release_all(self, script: Any) -> None:
+        """Give back every slot (the node leaves, or holds no lease to fetch under)."""
+        with self._lock:
+            held, self._held = self._held, defaultdict(list)
+        for host, slots in held.items():
+            script(keys=[self._keys.host_slots(host)], args=["give", *slots])
 
 
 class SharedRobots:

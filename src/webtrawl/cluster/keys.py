@@ -60,6 +60,11 @@ class Keys:
         return f"{{{self.name}:coordinator}}"
 
     @property
+    def scope(self) -> str:
+        """Set: the host keys the crawl's scope gained (its seeds redirected to them), for every node."""
+        return f"{{{self.name}:scope}}"
+
+    @property
     def report(self) -> str:
         """Hash: node id → its final report (JSON)."""
         return f"{{{self.name}:report}}"

@@ -19,7 +19,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..config import CrawlConfig
@@ -31,13 +31,15 @@ from ..frontier.base import Frontier
 from ..frontier.budgets import Budgets
 from ..frontier.redis import Layout, RedisFrontier
 from ..frontier.scripts import Scripts
+from ..scope import Scope
 from ..store.db import Database, transaction
 from ..store.fingerprints import Twins
-from .coordinator import gone
+from .coordinator import INCARNATION, present
 from .hostlimits import SharedHostLimits, SharedRobots
 from .keys import Keys
 from .leases import Leases, read_partitions
-from .redisconn import persist
+from .redisconn import crawl_gone, persist
+from .scopehosts import SharedScope
 from .twins import RedisTwins
 
 log = logging.getLogger(__name__)
@@ -81,7 +83,9 @@ class Heartbeat(threading.Thread):
         on_control: Callable[[str], None],
         on_gone: Callable[[], None],
         running_in: Callable[[int], int],
+        slots: SharedHostLimits | None = None,
     ) -> None:
+        """`slots`: the hosts' shared request slots this node holds (`--partition-by url`), kept as its leases."""
         super().__init__(name="webtrawl-heartbeat", daemon=True)
         self._client = client
         self._keys = keys
@@ -91,9 +95,12 @@ class Heartbeat(threading.Thread):
         self._on_control = on_control
         self._on_gone = on_gone
         self._running_in = running_in
+        self._slots = slots
         self._halt = threading.Event()
-        self._scripts = Scripts(client)
+        self._scripts = Scripts(client, layout.incarnation)
         self.state = "running"
+        self.gone = False
+        """Set when Redis no longer holds this node's crawl: there is nothing left to give back or report to."""
         self._failing = False
 
     def run(self) -> None:
@@ -112,11 +119,18 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         keys, client = self._keys, self._client
-        if not client.exists(keys.meta):  # Redis lost the crawl: its partitions are empty, not to be taken anew
+        if not present(client.hmget(keys.meta, "identity", INCARNATION), self._layout.incarnation):
+            # Redis lost the crawl: its partitions are empty (or a new coordinator rebuilt it), not to be taken
+            self.gone = True
             self._halt.set()
             self._on_gone()
             return
         self._leases.renew(self._scripts)
+        if self._slots is not None:
+            if self._leases.held:
+                self._slots.renew(self._scripts.host_slots)
+            else:  # lost every lease (or has none yet): no request may run here under a shared slot
+                self._slots.release_all(self._scripts.host_slots)
         control = (client.get(keys.control) or b"run").decode()
         self._on_control(control)
         if control in ("run", "resume") and self.state == "running":
@@ -142,8 +156,12 @@ class Heartbeat(threading.Thread):
         self._halt.set()
         if self.is_alive():
             self.join(HEARTBEAT * 3)
+        if self.gone:
+            return
         try:
             self._leases.release_all(self._scripts)
+            if self._slots is not None:
+                self._slots.release_all(self._scripts.host_slots)
             self.publish("left")
         except Exception as exc:
             log.warning("could not release this node's partitions (%s); they pass on when their leases expire", exc)
@@ -187,8 +205,8 @@ class NodeCrawler(Crawler):
 
         limits = None
         if self._layout.partition_by == "url":
-            # A slot outlives the longest request and a lease: a dead node's slots come back by then.
-            ttl = self.config.fetch.total_timeout + self._layout.lease_ttl
+            # Renewed with the leases: a dead node's slots come back when its leases do.
+            ttl = self._layout.lease_ttl
             limits = SharedHostLimits(self._client, self._keys, self.node, self.config.politeness, politeness, ttl=ttl)
             self._robots = SharedRobots(
                 self._client, self._keys, self.node, self.config.fetch.user_agent, ttl=self.config.politeness.robots_ttl
@@ -220,10 +238,17 @@ class NodeCrawler(Crawler):
             on_control=on_control,
             on_gone=on_gone,
             running_in=frontier.running_in,
+            slots=limits,
         )
         self.heartbeat.beat()  # registered and holding partitions before the first claim
         self.heartbeat.start()
         return frontier
+
+    async def _scope_learner(self, scope: Scope) -> Callable[[float], Awaitable[None]]:
+        """Hosts the crawl's scope gained on any node, from Redis (this node's own store knows none)."""
+        shared = SharedScope(self._client, self._keys, scope)
+        await shared.learn(time.monotonic())
+        return shared.learn
 
     def _twins(self, db: Database, crawl_id: int) -> Twins:
         """Earlier pages of every node: in Redis."""
@@ -276,7 +301,7 @@ class NodeCrawler(Crawler):
             if self.heartbeat is not None:
                 await asyncio.to_thread(self.heartbeat.stop)
         if self._gone:
-            raise gone(self._keys.name)
+            raise crawl_gone(self._keys.name)
         final = {
             "pages": report.pages,
             "bytes": report.bytes,

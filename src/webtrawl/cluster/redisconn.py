@@ -28,7 +28,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..errors import ConfigError, RedisUnavailable
+from ..errors import ConfigError, CrawlGone, RedisUnavailable
 
 Client: TypeAlias = Redis | RedisCluster
 _C = TypeVar("_C", Redis, RedisCluster)
@@ -177,6 +177,17 @@ FULL = OutOfMemoryError
 Waiting is safe: Redis refuses a script at its first write, so a refused script changed nothing.
 """
 MAX_PAUSE = 5.0
+GONE_REPLY = "CRAWLGONE "
+"""How a partition script refuses a call for a crawl this Redis does not hold, followed by the crawl's name
+(`frontier/lua/common.lua`)."""
+
+
+def crawl_gone(name: str) -> CrawlGone:
+    return CrawlGone(
+        f"crawl {name!r} is no longer in Redis: Redis lost it (it restarted with nothing on disk, or was "
+        "flushed). Run the coordinator's command again: it rebuilds the crawl in Redis from its index. Run "
+        "Redis with appendonly yes to keep a crawl across restarts"
+    )
 
 
 async def persist(what: str, call: Callable[[], Awaitable[T]]) -> T:
@@ -184,7 +195,8 @@ async def persist(what: str, call: Callable[[], Awaitable[T]]) -> T:
 
     The first failure is logged with what was being done, and the recovery too; the waits grow to `MAX_PAUSE`.
     `call` must do its whole work again on each attempt: for a pipeline, pass `pipelined(...)` in a lambda,
-    never a built pipeline's `execute`.
+    never a built pipeline's `execute`. A partition that refuses the call because it holds no such crawl is
+    `CrawlGone`.
     """
     pause, failing = 0.2, False
     while True:
@@ -205,6 +217,10 @@ async def persist(what: str, call: Callable[[], Awaitable[T]]) -> T:
             await asyncio.sleep(pause)
             pause = min(pause * 2, MAX_PAUSE)
             continue
+        except ResponseError as exc:  # after the subclasses above, which mean "wait"
+            if str(exc).startswith(GONE_REPLY):
+                raise crawl_gone(str(exc).removeprefix(GONE_REPLY)) from None
+            raise
         if failing:
             log.warning("Redis answers again (%s)", what)
         return result

@@ -150,7 +150,7 @@ async def _coordinate(
                         node=await asyncio.to_thread(register, sync, keys),
                     )
                     node_task = tg.create_task(crawler.run())
-                renewing = tg.create_task(_renew(client, keys, lease))
+                renewing = tg.create_task(_renew(client, keys, layout, lease))
                 ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
                 stopping = tg.create_task(_watch_for_stop(client, keys))
                 limits = tg.create_task(_watch_limits(client, keys, layout, config))
@@ -246,10 +246,10 @@ def _mark_waiting(conn: Any, crawl_id: int, ids: list[int], now: float) -> None:
         mark_waiting(conn, crawl_id, ids, now)
 
 
-async def _renew(client: Any, keys: Keys, lease: CoordinatorLease) -> None:
+async def _renew(client: Any, keys: Keys, layout: Layout, lease: CoordinatorLease) -> None:
     while True:
         await asyncio.sleep(HEARTBEAT)
-        await check_present(client, keys)
+        await check_present(client, keys, layout.incarnation)
         if not await lease.renew():
             raise ConfigError("this coordinator lost its lease (it stalled too long); another one took over")
 

@@ -66,6 +66,8 @@ def encode_completion(completion: Completion, node: str) -> bytes:
         doc["priority"] = entry.priority
     if completion.due is not None:
         doc["schedule"] = [completion.interval, completion.due]
+    if completion.gained_host is not None:
+        doc["gained"] = completion.gained_host
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -120,6 +122,7 @@ def decode_completion(data: bytes) -> tuple[Completion, str]:
             ],
             drops=[(url, reason) for url, reason in doc["drops"]],
             media=MediaFile(**doc["media"]) if doc.get("media") is not None else None,
+            gained_host=doc.get("gained"),
         )
         if doc.get("schedule") is not None:
             completion.interval, completion.due = doc["schedule"]

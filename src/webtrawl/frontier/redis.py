@@ -74,6 +74,9 @@ class Layout:
     partition_by: str = "host"
     """"host": a host's URLs share a partition (one node paces it); "url": URLs spread one site over every
     node, and the host's limits and robots.txt are shared through Redis (`cluster.hostlimits`)."""
+    incarnation: str = ""
+    """The id the crawl got when it was created in this Redis, which every partition script checks (see
+    `frontier.scripts.Scripts`); given by the coordinator that creates it."""
 
 
 class RedisFrontier:
@@ -102,7 +105,7 @@ class RedisFrontier:
         self._save_checkpoint = save_checkpoint
         self._by_url = layout.partition_by == "url"
         self._limits = host_limits
-        self._scripts = Scripts(client)
+        self._scripts = Scripts(client, layout.incarnation)
         self._host_ids: dict[tuple[str, int], int] = {}
         """(host, partition) → a local id: with URLs partitioned by URL, a host has URLs in many partitions."""
         self._ids_of_host: dict[str, list[int]] = defaultdict(list)
@@ -189,8 +192,8 @@ class RedisFrontier:
 
     async def add(self, urls: Sequence[NewURL], drops: Sequence[tuple[str, str]] = ()) -> int:
         if drops:
-            entry = {"d": json.dumps([[url, reason, ""] for url, reason in drops])}
-            await self._redis("recording drops", lambda: self._client.xadd(self._keys.stream(0), entry))
+            document = json.dumps([[url, reason, ""] for url, reason in drops])
+            await self._script("recording drops", self._scripts.drops, 0, [document])
         cash = {u.fp: SEED_CASH for u in urls if u.kind == "seed"} if self._importance else None
         return await self._add(self._seen.fresh(urls), cash)
 
@@ -392,13 +395,17 @@ class RedisFrontier:
     # -- completing -------------------------------------------------------------------------------
 
     async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
-        """Children first (in whatever partitions they live), then the results, fenced by the leases.
+        """Hosts the scope gained first (`Keys.scope`), then children (in whatever partitions they live), then
+        the results, fenced by the leases.
 
         The archive checkpoint is saved locally before anything is completed in Redis: a crash in between
         leaves records whose URLs are fetched again (at least once), never a result without its record.
         """
         if self._save_checkpoint is not None and checkpoint:
             await self._save_checkpoint(checkpoint)
+        gained = [item.gained_host for item in batch if item.gained_host]
+        if gained:  # before the redirect targets: a node that fetches one has the host in scope
+            await self._redis("widening the crawl's scope", lambda: self._client.sadd(self._keys.scope, *gained))
         children = self._seen.fresh(child for item in batch for child in item.children)
         cash = None
         if self._importance:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from importlib.resources import files
 from typing import Any
 
 from .bloom import BLOOM_LUA
+
+PartitionScript = Callable[..., Any]
 
 
 def _lua(name: str) -> str:
@@ -16,14 +19,27 @@ class Scripts:
     """The partition scripts, registered on one client (asyncio or blocking, standalone or Cluster).
 
     Each is called with one key, the partition's counters hash, which routes it to the partition's node.
+    Every call carries `incarnation`, the id the crawl got when it was created in this Redis: a partition
+    of another incarnation (or of none: Redis lost the crawl) refuses it, so a node of a crawl that Redis
+    forgot can write nothing into the empty Redis, nor into the crawl rebuilt there (`common.lua`).
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, incarnation: str = "") -> None:
         common = _lua("common.lua")
-        self.add = client.register_script(common + BLOOM_LUA + _lua("add.lua"))
-        self.claim = client.register_script(common + _lua("claim.lua"))
-        self.complete = client.register_script(common + _lua("complete.lua"))
-        self.lease = client.register_script(common + _lua("lease.lua"))
-        self.revisit = client.register_script(common + _lua("revisit.lua"))
-        self.ended = client.register_script(common + BLOOM_LUA + _lua("ended.lua"))
+
+        def partition_script(source: str) -> PartitionScript:
+            script = client.register_script(common + source)
+
+            def call(*, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+                return script(keys=keys, args=[incarnation, *args])
+
+            return call
+
+        self.add = partition_script(BLOOM_LUA + _lua("add.lua"))
+        self.claim = partition_script(_lua("claim.lua"))
+        self.complete = partition_script(_lua("complete.lua"))
+        self.lease = partition_script(_lua("lease.lua"))
+        self.revisit = partition_script(_lua("revisit.lua"))
+        self.ended = partition_script(BLOOM_LUA + _lua("ended.lua"))
+        self.drops = partition_script(_lua("drops.lua"))
         self.host_slots = client.register_script(_lua("hostslots.lua"))

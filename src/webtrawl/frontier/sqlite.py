@@ -26,6 +26,7 @@ from typing import Any
 from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, NewURL, State
 from ..parse.simhash import NEAR_DISTANCE
+from ..store.crawls import add_extra_hosts
 from ..store.db import Database, transaction
 from ..store.fingerprints import mark_fingerprints
 from ..store.index import capture_row, insert_captures
@@ -422,6 +423,7 @@ class SqliteFrontier:
                 ],
             )
             record_schedules(conn, crawl, batch)
+            add_extra_hosts(conn, crawl, [item.gained_host for item in batch if item.gained_host])
             if self._importance:
                 conn.executemany(_CASH, [(share, crawl, fp) for fp, share in shares(batch).items()])
             conn.executemany(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import IdentityMismatch, StoreError
@@ -49,13 +50,19 @@ def differences(stored: dict[str, Any], wanted: dict[str, Any], prefix: str = ""
     return found
 
 
-def add_extra_host(conn: sqlite3.Connection, crawl_id: int, host: str) -> None:
-    with transaction(conn):
-        (extra,) = conn.execute("SELECT extra_hosts FROM crawls WHERE id = ?", (crawl_id,)).fetchone()
-        hosts = json.loads(extra)
-        if host not in hosts:
-            hosts.append(host)
-            conn.execute("UPDATE crawls SET extra_hosts = ? WHERE id = ?", (json.dumps(hosts), crawl_id))
+def extra_hosts(conn: sqlite3.Connection, crawl_id: int) -> list[str]:
+    """The hosts the crawl's scope gained since it started (its seeds redirected to them), in that order."""
+    (extra,) = conn.execute("SELECT extra_hosts FROM crawls WHERE id = ?", (crawl_id,)).fetchone()
+    return list(json.loads(extra))
+
+
+def add_extra_hosts(conn: sqlite3.Connection, crawl_id: int, gained: Iterable[str]) -> None:
+    """Remember hosts the scope gained (inside the caller's transaction: they come with the results that
+    gained them)."""
+    hosts = extra_hosts(conn, crawl_id)
+    new = [host for host in dict.fromkeys(gained) if host not in hosts]
+    if new:
+        conn.execute("UPDATE crawls SET extra_hosts = ? WHERE id = ?", (json.dumps(hosts + new), crawl_id))
 
 
 def committed_warcs(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:

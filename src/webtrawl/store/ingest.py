@@ -30,6 +30,7 @@ from ..frontier.sqlite import MAX_STORED_URL
 from ..models import Completion, NewURL, State
 from ..parse.simhash import NEAR_DISTANCE
 from ..urls import fingerprint
+from .crawls import add_extra_hosts
 from .db import transaction
 from .fingerprints import mark_fingerprints
 from .index import capture_row, insert_captures
@@ -140,6 +141,7 @@ def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item], near_
             if moved or completion.capture is not None:
                 new += 1
         record_schedules(conn, crawl_id, completions)
+        add_extra_hosts(conn, crawl_id, [c.gained_host for c in completions if c.gained_host])
     return new
 
 

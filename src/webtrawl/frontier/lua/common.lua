@@ -1,7 +1,11 @@
 -- Shared by every partition script (concatenated in front of it). A partition's keys all start with
 -- PREFIX (e.g. "{crawl:p17}"), so they share one Cluster hash tag. KEYS[1] is PREFIX .. ":c", declared
 -- so that Redis routes the script to the partition's node.
---   :c        hash: waiting, running, done, failed, seq (arrival counter), epoch, act (activity counter)
+-- ARGV[1] is the crawl's incarnation (the id it got when it was created in this Redis), taken off ARGV here:
+-- a partition that does not have it refuses the call, so nothing writes into a crawl this Redis lost
+-- (flushed, or restarted with nothing on disk) or into one rebuilt since by a new coordinator.
+--   :c        hash: waiting, running, done, failed, seq (arrival counter), epoch, act (activity counter),
+--             crawl (the incarnation; none for a crawl created before incarnations)
 --   :lease    string "node:epoch", with the lease's TTL
 --   :h        zset host -> head (smallest depth among its fetchable waiting URLs)
 --   :q:HOST   zset fp -> depth * 2^32 + within: the host's waiting URLs in breadth-first order; within a
@@ -14,6 +18,9 @@
 --   :s        stream of results for the coordinator
 local PREFIX = string.sub(KEYS[1], 1, -3)
 local C = KEYS[1]
+if (redis.call('HGET', C, 'crawl') or '') ~= table.remove(ARGV, 1) then
+  return redis.error_reply('CRAWLGONE ' .. string.match(PREFIX, '^{(.*):p%d+}$'))
+end
 local SEQ_SPAN = 4294967296
 
 local function now_ms()

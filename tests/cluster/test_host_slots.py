@@ -1,0 +1,168 @@
+"""One site spread over every node (`--partition-by url`): its request slots, kept in Redis for the whole crawl,
+come back when a node stops, dies or stalls past its lease, instead of holding the others below `--per-host`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.cluster.processes import KEYS, NAME, Process, captures, node_of, unfinished, wait_for_crawl, wait_for_done
+from tests.cluster.processes import worker as start_worker
+from tests.redis_servers import RedisServer
+from tests.sites import SiteServer
+from webtrawl.urls import origin
+
+pytestmark = pytest.mark.slow
+
+PAGES = 600
+DELAY = 0.05
+"""Seconds each response takes, so a node always has requests (and slots) in flight."""
+TTL = 3
+
+
+@contextmanager
+def served() -> Iterator[SiteServer]:
+    """A slowed site served from a thread."""
+    ready, stop, servers = threading.Event(), threading.Event(), []
+
+    async def serve() -> None:
+        async with SiteServer(pages=PAGES, calendar=False, delay=DELAY) as server:
+            servers.append(server)
+            ready.set()
+            while not stop.is_set():
+                await asyncio.sleep(0.05)
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(20)
+    try:
+        yield servers[0]
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def coordinator(site: SiteServer, url: str, out: Path) -> Process:
+    return Process(
+        out.parent / "logs", f"coordinator-{time.monotonic_ns()}",
+        "crawl", site.url, "--redis", url, "--name", NAME, "--out", out, "--partition-by", "url",
+        "--per-host", "4", "--delay", "0", "--concurrency", "4", "--partitions", "16", "--lease-ttl", TTL,
+        "--retries", "1", "-q",
+    )  # fmt: skip
+
+
+def worker(url: str, out: Path) -> Process:
+    return start_worker(url, out, "--concurrency", "4")
+
+
+def slots(url: str, site: SiteServer) -> dict[str, int]:
+    """The site's shared request slots now: slot id (`node-NN:seq`) → when it expires (ms, Redis' clock)."""
+    with redis.Redis.from_url(url) as client:
+        return {slot.decode(): int(expiry) for slot, expiry in client.zrange(KEYS.host_slots(origin(site.url)), 0, -1,
+                                                                            withscores=True)}  # fmt: skip
+
+
+def redis_now(url: str) -> int:
+    with redis.Redis.from_url(url) as client:
+        seconds, micros = client.time()
+    return seconds * 1000 + micros // 1000
+
+
+def held_by(node: str, url: str, site: SiteServer, timeout: float = 30) -> dict[str, int]:
+    """The slots `node` holds, once it holds some."""
+    deadline = time.monotonic() + timeout
+    while not (mine := {slot: at for slot, at in slots(url, site).items() if slot.startswith(f"{node}:")}):
+        assert time.monotonic() < deadline, f"{node} never held a slot of the site"
+        time.sleep(0.05)
+    return mine
+
+
+def stop_holding_slots(process: Process, node: str, url: str, site: SiteServer) -> dict[str, int]:
+    """SIGSTOP `process` at a moment its node holds slots of the site; returns them."""
+    for _ in range(100):
+        os.kill(process.pid, signal.SIGSTOP)
+        mine = {slot: at for slot, at in slots(url, site).items() if slot.startswith(f"{node}:")}
+        if mine:
+            return mine
+        os.kill(process.pid, signal.SIGCONT)
+        time.sleep(0.1)
+    raise AssertionError(f"{node} never held a slot when stopped")
+
+
+def check_complete(site: SiteServer, out: Path) -> None:
+    expected = {site.site.url(path) for path in site.site.expected_fetched()}
+    assert set(captures(out)) == expected
+    assert unfinished(out) == 0
+
+
+def test_nodes_that_stop_give_their_slots_back(tmp_path: Path) -> None:
+    with served() as site, RedisServer() as server:
+        coord = coordinator(site, server.url, tmp_path / "coord")
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w0")
+        node = node_of(server.url, helper.pid)
+        held_by(node, server.url, site)
+        code, _out, err = Process(tmp_path / "logs", "stop", "control", "stop", "--redis", server.url,
+                                 "--name", NAME).finish(30)  # fmt: skip
+        assert code == 0, err
+        assert coord.finish(60)[0] == 0
+        assert helper.finish(60)[0] == 0
+        left = slots(server.url, site)
+        assert left == {}, f"slots still held after every node stopped: {left}"
+        # Started again, the crawl takes the slots at once and ends complete.
+        code, _out, err = coordinator(site, server.url, tmp_path / "coord").finish()
+        assert code == 0, err
+        check_complete(site, tmp_path / "coord")
+
+
+def test_a_killed_nodes_slots_expire_with_its_leases(tmp_path: Path) -> None:
+    with served() as site, RedisServer() as server:
+        coord = coordinator(site, server.url, tmp_path / "coord")
+        wait_for_crawl(server.url)
+        victim, survivor = worker(server.url, tmp_path / "w0"), worker(server.url, tmp_path / "w1")
+        dead = node_of(server.url, victim.pid)
+        wait_for_done(server.url, 50)
+        held_by(dead, server.url, site)
+        mine = stop_holding_slots(victim, dead, server.url, site)
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.popen.wait()
+        killed_at = redis_now(server.url)
+        # Renewed with its leases, never for longer than one lease's TTL: by then they are the others' again.
+        assert all(at <= killed_at + TTL * 1000 for at in mine.values()), (killed_at, mine)
+        code, _out, err = coord.finish()
+        assert code == 0, err
+        assert survivor.finish()[0] == 0
+        check_complete(site, tmp_path / "coord")
+
+
+def test_a_node_that_stalls_past_its_lease_loses_its_slots_with_it(tmp_path: Path) -> None:
+    with served() as site, RedisServer() as server:
+        coord = coordinator(site, server.url, tmp_path / "coord")
+        wait_for_crawl(server.url)
+        stalled = worker(server.url, tmp_path / "w0")
+        node = node_of(server.url, stalled.pid)
+        wait_for_done(server.url, 50)
+        held_by(node, server.url, site)
+        stopped = set(stop_holding_slots(stalled, node, server.url, site))
+        time.sleep(TTL + 3)  # its leases expire and the coordinator's node takes its partitions over
+        now = redis_now(server.url)
+        kept = {slot: at for slot, at in slots(server.url, site).items() if slot in stopped and at > now}
+        assert kept == {}, "a stalled node kept its slots past its lease"
+        os.kill(stalled.pid, signal.SIGCONT)
+        time.sleep(2 * 2 + 0.5)  # two heartbeats: a renewal of what it held would have happened
+        now = redis_now(server.url)
+        revived = {slot: at for slot, at in slots(server.url, site).items() if slot in stopped and at > now}
+        assert revived == {}, "slots of a lost lease were renewed"
+        code, _out, err = coord.finish()
+        assert code == 0, err
+        assert stalled.finish()[0] == 0
+        check_complete(site, tmp_path / "coord")

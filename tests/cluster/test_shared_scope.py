@@ -1,0 +1,141 @@
+"""A seed that redirects to another host brings that host in scope for the whole distributed crawl: every node,
+a node that joins later, and the index the coordinator keeps (the usual `example.org` → `www.example.org`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from tests.cluster.processes import NAME, Process, captures, unfinished, wait_for_crawl, wait_for_done, worker
+from tests.redis_servers import RedisServer
+from tests.sites import SiteServer
+from webtrawl.urls import host_key
+
+pytestmark = pytest.mark.slow
+
+PAGES = 300
+DELAY = 0.02
+"""Seconds each page of the target site takes: the crawl lasts long enough for every node to take part."""
+TARGET = "127.0.0.2"
+
+
+class RedirectedSite:
+    """A seed host on 127.0.0.1 whose `/` answers 301 to a generated site on 127.0.0.2, served from a thread."""
+
+    def __init__(self) -> None:
+        self.target: SiteServer
+        self.seed = ""
+        self._ready, self._stop = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+
+    async def _serve(self) -> None:
+        async with SiteServer(pages=PAGES, calendar=False, delay=DELAY, address=TARGET) as target:
+            self.target = target
+
+            async def redirect(request: web.Request) -> web.Response:
+                if request.path == "/":
+                    raise web.HTTPMovedPermanently(target.url)
+                raise web.HTTPNotFound()
+
+            app = web.Application()
+            app.router.add_get("/{tail:.*}", redirect)
+            runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            self.seed = f"http://127.0.0.1:{runner.addresses[0][1]}/"
+            self._ready.set()
+            while not self._stop.is_set():
+                await asyncio.sleep(0.05)
+            await runner.cleanup()
+
+    def __enter__(self) -> RedirectedSite:
+        self._thread.start()
+        assert self._ready.wait(20)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def expected(self) -> set[str]:
+        return {self.target.site.url(path) for path in self.target.site.expected_fetched()}
+
+
+def coordinator(site: RedirectedSite, url: str, out: Path, *extra: str) -> Process:
+    return Process(
+        out.parent / "logs", "coordinator",
+        "crawl", site.seed, "--redis", url, "--name", NAME, "--out", out, "--allow-private", f"{TARGET}/32",
+        "--delay", "0", "--per-host", "4", "--concurrency", "8", "--partitions", "16", "--lease-ttl", "3",
+        "--retries", "1", "-q", *extra,
+    )  # fmt: skip
+
+
+def out_of_scope_on_target(out: Path, site: RedirectedSite) -> list[str]:
+    """URLs of the redirect's target host the index records as dropped for being out of scope."""
+    db = sqlite3.connect(out / "crawl.db")
+    try:
+        rows = db.execute("SELECT url FROM dropped WHERE reason = 'out-of-scope'").fetchall()
+    finally:
+        db.close()
+    return [url for (url,) in rows if url.startswith(site.target.site.origin + "/")]
+
+
+def extra_hosts(out: Path) -> list[str]:
+    """The hosts the coordinator's index says the crawl's scope gained."""
+    db = sqlite3.connect(out / "crawl.db")
+    try:
+        (hosts,) = db.execute("SELECT extra_hosts FROM crawls WHERE name = ?", (NAME,)).fetchone()
+    finally:
+        db.close()
+    return json.loads(hosts)
+
+
+@pytest.mark.parametrize("partition_by", ["host", "url"])
+def test_every_node_crawls_the_host_a_seed_redirected_to(tmp_path: Path, partition_by: str) -> None:
+    with RedirectedSite() as site, RedisServer() as server:
+        coord = coordinator(site, server.url, tmp_path / "coord", "--partition-by", partition_by)
+        wait_for_crawl(server.url)
+        workers = [worker(server.url, tmp_path / f"w{i}", "--concurrency", "4") for i in range(2)]
+        code, _out, err = coord.finish()
+        assert code == 0, err
+        for process in workers:
+            assert process.finish()[0] == 0
+        gathered = captures(tmp_path / "coord")
+        expected = site.expected()
+    assert expected <= set(gathered), f"{len(expected - set(gathered))} of {len(expected)} pages missing"
+    assert out_of_scope_on_target(tmp_path / "coord", site) == []
+    assert unfinished(tmp_path / "coord") == 0
+    assert extra_hosts(tmp_path / "coord") == [host_key(site.target.url)]
+
+
+def test_a_worker_that_joins_after_the_redirect_has_the_new_host_in_scope(tmp_path: Path) -> None:
+    """The one node that followed the redirect leaves; a node that joins afterwards crawls the rest."""
+    with RedirectedSite() as site, RedisServer() as server:
+        coord = coordinator(site, server.url, tmp_path / "coord", "--no-fetch")
+        wait_for_crawl(server.url)
+        first = worker(server.url, tmp_path / "w0", "--concurrency", "2")
+        wait_for_done(server.url, 20)  # the seed's redirect and some pages of its target
+        os.kill(first.pid, signal.SIGINT)  # it finishes its fetches in flight and gives its partitions back
+        assert first.finish(60)[0] == 130
+        late = worker(server.url, tmp_path / "w1", "--concurrency", "4")
+        code, _out, err = coord.finish()
+        assert code == 0, err
+        assert late.finish()[0] == 0
+        gathered = captures(tmp_path / "coord")
+        expected = site.expected()
+    assert expected <= set(gathered), f"{len(expected - set(gathered))} of {len(expected)} pages missing"
+    assert out_of_scope_on_target(tmp_path / "coord", site) == []
+    db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
+    try:
+        by_node = dict(db.execute("SELECT node, COUNT(*) FROM captures GROUP BY node").fetchall())
+    finally:
+        db.close()
+    assert len(by_node) == 2 and min(by_node.values()) > 0, by_node  # both took part: the late one after the redirect
