@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -36,6 +37,15 @@ TTL = 3.0
 WORKER_CONCURRENCY = 4
 DELAY = 0.1
 PAGES = 50
+
+
+def ended(out: Path) -> set[str]:
+    """URLs the coordinator's index has done or failed."""
+    db = sqlite3.connect(out / "crawl.db")
+    try:
+        return {url for (url,) in db.execute("SELECT url FROM urls WHERE state IN (2, 3)")}
+    finally:
+        db.close()
 
 
 def check_complete(sites: Sites, out: Path) -> None:
@@ -129,32 +139,48 @@ def test_redis_full_mid_crawl_makes_the_crawl_wait_and_loses_nothing(tmp_path: P
         check_complete(sites, tmp_path / "coord")
 
 
-def test_a_crawl_redis_forgot_ends_with_one_line_and_goes_on_from_the_coordinators_index(tmp_path: Path) -> None:
-    """Redis restarted with nothing on disk: nodes must not wait for ever in an empty crawl, nor take its empty
-    partitions; the same command again rebuilds the crawl in Redis from the index and fetches nothing twice."""
+@pytest.mark.parametrize(("loss", "partition_by"), [("restart without AOF", "host"), ("FLUSHALL", "url")])
+def test_a_crawl_redis_forgot_ends_with_one_line_and_goes_on_from_the_coordinators_index(
+    tmp_path: Path, loss: str, partition_by: str
+) -> None:
+    """Redis lost the crawl mid-crawl: nodes must not wait for ever in an empty crawl, nor write into it (nor take
+    its empty partitions); the same command again rebuilds the crawl in Redis from the index, and fetches
+    nothing the index had. Partitioned by URL, every node meets links other nodes fetched: a node still adding
+    them to the empty Redis would have them taken as seen, and fetched again, by the rebuilt crawl."""
+    layout = ("--partition-by", partition_by)
     with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer(appendonly=False) as server:
-        coord = coordinator(sites, server.url, tmp_path / "coord")
+        coord = coordinator(sites, server.url, tmp_path / "coord", *layout)
         wait_for_crawl(server.url)
         helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
         wait_for_done(server.url, 200)
-        server.kill()
-        server.restart()
+        if loss == "FLUSHALL":
+            with redis.Redis.from_url(server.url) as admin:
+                admin.flushall()
+        else:
+            server.kill()
+            server.restart()
         gone = f"crawl {KEYS.name!r} is no longer in Redis: Redis lost it"
         for process in (coord, helper):
             code, _out, err = process.finish(60)
             assert code == 2, err
             assert err.splitlines()[-1].startswith(f"webtrawl: error: {gone}"), err
             assert "Traceback" not in err
+        with redis.Redis.from_url(server.url) as client:
+            assert client.keys("{dist:p*") == [], "nodes of the lost crawl wrote into the empty Redis"
         gathered = captures(tmp_path / "coord")
         assert gathered and set(gathered) <= sites.expected(), "what was gathered stays in the index"
+        had = ended(tmp_path / "coord")
+        fetched_before = sites.hits()
 
-        coord = coordinator(sites, server.url, tmp_path / "coord")
+        coord = coordinator(sites, server.url, tmp_path / "coord", *layout)
         wait_for_crawl(server.url)
         helper = worker(server.url, tmp_path / "w1", "--concurrency", WORKER_CONCURRENCY)
         code, _out, err = coord.finish()
         assert code == 0, err
         assert helper.finish()[0] == 0
         check_complete(sites, tmp_path / "coord")
+        fetched_again = {url for url in had if sites.hits()[url] > fetched_before[url]}
+    assert fetched_again == set(), f"{len(fetched_again)} page(s) the index had were fetched again"
     # The URLs in flight when Redis was lost were fetched again, but their first results never reached the
     # index: every page has one capture.
     assert refetched(tmp_path / "coord") == set()

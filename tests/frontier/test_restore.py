@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
 from tests.redis_servers import blocking_client
+from webtrawl.cluster.coordinator import create_or_join
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
-from webtrawl.config import PolitenessConfig
+from webtrawl.config import CrawlConfig, PolitenessConfig
+from webtrawl.errors import CrawlGone
 from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
 from webtrawl.frontier.redis import Layout, RedisFrontier
@@ -75,3 +78,34 @@ async def test_a_restored_frontier_queues_what_waited_and_knows_what_ended(
         assert sorted(claimed) == [again.url, fresh.url]
         assert claimed[again.url].previous == again.previous, "the re-fetch stays conditional"
         assert claimed[fresh.url].depth == 2
+
+
+async def test_a_node_of_a_crawl_redis_lost_writes_nothing_into_it_nor_into_the_crawl_rebuilt_there(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Its partitions refuse every call (CrawlGone), so what it still adds cannot stay queued, taken as seen,
+    in a crawl rebuilt from the index."""
+    keys = Keys("reborn")
+    config = CrawlConfig(seeds=("http://a.test/",), out=tmp_path, name=keys.name)
+    client = await connect(redis_url)
+    politeness = Politeness(PolitenessConfig(per_host=10, delay=0.0), robots=ALLOW_ALL)
+    done = entry("/done")
+    try:
+        _config, first = await create_or_join(client, keys, config, Layout(partitions=4))
+        lost = RedisFrontier(client, keys, first, Leases("node-01", keys, 4, ttl=60), politeness)
+        assert await lost.add([as_new(entry("/before"))]) == 1
+        await client.flushall()
+        with pytest.raises(CrawlGone, match="crawl 'reborn' is no longer in Redis"):
+            await lost.add([as_new(done)])
+        assert await client.keys("{reborn:*") == [], "nothing was written into the empty Redis"
+
+        _config, second = await create_or_join(client, keys, config, Layout(partitions=4))
+        assert second.incarnation != first.incarnation
+        rebuilt = RedisFrontier(client, keys, second, Leases("coordinator", keys, 4, ttl=1), politeness)
+        assert await rebuilt.restore([(done, State.DONE)]) == 1
+        with pytest.raises(CrawlGone):
+            await lost.add([as_new(done), as_new(entry("/new"))])
+        counts = await rebuilt.counts()
+        assert (counts.waiting, counts.done) == (0, 1), "the restore won: the page the index had stays ended"
+    finally:
+        await client.aclose()

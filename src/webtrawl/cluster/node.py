@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config import CrawlConfig
 from ..crawler import Crawler
+from ..errors import CrawlGone
 from ..fetch.fetcher import Fetcher
 from ..fetch.politeness import Politeness
 from ..fetch.robots import RobotsRules
@@ -32,6 +33,7 @@ from ..frontier.budgets import Budgets
 from ..frontier.redis import Layout, RedisFrontier
 from ..frontier.scripts import Scripts
 from ..scope import Scope
+from ..stats import CrawlReport
 from ..store.db import Database, transaction
 from ..store.fingerprints import Twins
 from .coordinator import INCARNATION, present
@@ -292,13 +294,17 @@ class NodeCrawler(Crawler):
             "elapsed": round(self.stats.elapsed, 1),
         }
 
-    async def run(self):  # type: ignore[no-untyped-def]
+    async def run(self) -> CrawlReport:
         try:
             report = await super().run()
             if self._told_to_stop and report.outcome == "interrupted":
                 report.outcome = "stopped"  # by the crawl's control key, not by this process's signal
+        except CrawlGone:  # a partition refused a call: there is nothing left to give back in Redis
+            self._gone = True
+            raise
         finally:
             if self.heartbeat is not None:
+                self.heartbeat.gone |= self._gone
                 await asyncio.to_thread(self.heartbeat.stop)
         if self._gone:
             raise crawl_gone(self._keys.name)
