@@ -18,13 +18,15 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from redis.exceptions import RedisError
 
 from . import __version__
-from .cluster.runs import crawl_status, print_nodes, print_status, run_coordinator, run_worker, send_control
+from .cluster.runs import OBEY_WAIT, crawl_status, print_nodes, print_status, run_coordinator, run_worker
+from .cluster.runs import OBEYED as DISTRIBUTED_OBEYED
+from .cluster.runs import control as distributed_control
 from .config import CrawlConfig
 from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError
@@ -33,11 +35,11 @@ from .frontier.redis import Layout
 from .interrupts import Interrupts, interruptible
 from .progress import Progress, print_report, report_line
 from .stats import CrawlReport
-from .store.crawls import crawl_id_of
-from .store.db import DB_NAME, connect
+from .store.crawls import DEFAULT_NAME, crawl_id_of, crawl_name
+from .store.db import DB_NAME, DirectoryLock, connect
 from .store.export import export as export_rows
 from .store.export import export_media
-from .store.live import stored_counts
+from .store.live import obeyed, send_command, stored_counts
 from .store.media import media_counts
 from .store.schedule import due_counts
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
@@ -49,7 +51,7 @@ USAGE_ERRORS = (ConfigError, InvalidURL, StoreError)
 T = TypeVar("T")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"webtrawl: error: {message}", err=True)
     sys.exit(2)
 
@@ -181,19 +183,23 @@ def _finish(report: CrawlReport, quiet: bool, *, final: bool = True) -> None:
         sys.exit(1)
 
 
+NAME_HELP = "The crawl (default: the directory's only crawl)."
+
+
 @main.command()
 @click.argument("directory", type=click.Path(path_type=Path), required=False)
-@click.option("--name", default="default", show_default=True)
+@click.option("--name", help=NAME_HELP + " With --redis: 'default'.")
 @click.option("--redis", "redis_url", metavar="URL", help="Show a distributed crawl as Redis holds it (no DIRECTORY).")
-def status(directory: Path | None, name: str, redis_url: str | None) -> None:
+def status(directory: Path | None, name: str | None, redis_url: str | None) -> None:
     """Print the frontier's counts of a crawl directory (or of a distributed crawl, with --redis)."""
     if redis_url is not None:
-        print_status(_run(crawl_status(redis_url, name)))
+        print_status(_run(crawl_status(redis_url, name or DEFAULT_NAME)))
         return
     if directory is None:
         _fail("give the crawl DIRECTORY, or --redis URL for a distributed crawl")
     try:
         conn = connect(directory / DB_NAME, readonly=True)
+        name = crawl_name(conn, name)
         crawl_id = crawl_id_of(conn, name)
         counts = stored_counts(conn, crawl_id)
         captures = conn.execute(
@@ -222,7 +228,7 @@ def status(directory: Path | None, name: str, redis_url: str | None) -> None:
 
 @main.command()
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--name", default="default", show_default=True, help="The crawl to show.")
+@click.option("--name", help=NAME_HELP)
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on (others need a token).")
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
 @click.option("--token", envvar="WEBTRAWL_TOKEN", help="Required on every request [env WEBTRAWL_TOKEN].")
@@ -231,12 +237,13 @@ def status(directory: Path | None, name: str, redis_url: str | None) -> None:
 )
 @click.option("--verbose", "-v", is_flag=True, help="Log every request to stderr.")
 def serve(
-    directory: Path, name: str, host: str, port: int, token: str | None, redis_url: str | None, verbose: bool
+    directory: Path, name: str | None, host: str, port: int, token: str | None, redis_url: str | None, verbose: bool
 ) -> None:
     """Open the dashboard on a crawl directory, finished or running (Ctrl-C to quit)."""
     _setup_logging(verbose)
-    site = Site(directory, name=name, redis_url=redis_url, token=token or None)
     try:
+        name = _crawl_in(directory, name)
+        site = Site(directory, name=name, redis_url=redis_url, token=token or None)
         dashboard = Dashboard(site, host, port, log_requests=verbose)
         with site.reader():  # a missing directory or crawl is one line now, not an error on every page
             pass
@@ -256,14 +263,15 @@ async def _serve_until_interrupted(dashboard: Dashboard) -> None:
 @main.command()
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "cdxj"]), default="jsonl", show_default=True)
-@click.option("--name", default="default", show_default=True)
+@click.option("--name", help=NAME_HELP)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="File to write (default: stdout).")
 @click.option("--media", is_flag=True, help="Export the media index (one row per media file) instead of captures.")
-def export(directory: Path, fmt: str, name: str, output: Path | None, media: bool) -> None:
+def export(directory: Path, fmt: str, name: str | None, output: Path | None, media: bool) -> None:
     """Write one row per capture (or per media file) as JSON lines, CSV or CDXJ."""
     write = export_media if media else export_rows
     try:
         conn = connect(directory / DB_NAME, readonly=True)
+        name = crawl_name(conn, name)
         if output is None:
             write(conn, name, fmt, sys.stdout)  # type: ignore[arg-type]
         else:
@@ -301,7 +309,6 @@ def _run(job: Coroutine[Any, Any, T]) -> T:
         if message is None:
             raise
         _fail(message)
-    raise AssertionError("unreachable")
 
 
 def _expected(exc: BaseException) -> str | None:
@@ -363,9 +370,59 @@ def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None,
 
 @main.command()
 @click.argument("command", type=click.Choice(["pause", "resume", "stop"]))
-@click.option("--redis", "redis_url", metavar="URL", required=True, help="The Redis holding the crawl.")
-@click.option("--name", default="default", show_default=True, help="The crawl.")
-def control(command: str, redis_url: str, name: str) -> None:
-    """Pause, resume or stop every node of a distributed crawl (they obey within 2 seconds)."""
-    _run(send_control(redis_url, name, command))
-    click.echo(f"crawl {name!r}: {command} sent")
+@click.argument("directory", type=click.Path(path_type=Path), required=False)
+@click.option("--redis", "redis_url", metavar="URL", help="The Redis holding a distributed crawl (no DIRECTORY).")
+@click.option("--name", help="The crawl (default: the directory's only crawl; with --redis, 'default').")
+def control(command: str, directory: Path | None, redis_url: str | None, name: str | None) -> None:
+    """Pause, resume or stop a running crawl: the one in DIRECTORY, or every node of a distributed one.
+
+    Says which obeyed; exits 1 if one did not within a few seconds.
+    """
+    if redis_url is not None:
+        name = name or DEFAULT_NAME
+        states = _run(distributed_control(redis_url, name, command))
+        click.echo(f"crawl {name!r}: {command} sent" + ("" if states else "; no node is running"))
+        for node, shown in states.items():
+            done = shown in DISTRIBUTED_OBEYED[command]
+            click.echo(f"  {node}  {shown if done else f'did not obey within {OBEY_WAIT:.0f} s ({shown})'}")
+        if not all(state in DISTRIBUTED_OBEYED[command] for state in states.values()):
+            sys.exit(1)
+        return
+    if directory is None:
+        _fail("give the crawl DIRECTORY, or --redis URL for a distributed crawl")
+    command = "run" if command == "resume" else command
+    try:
+        crawl = _crawl_in(directory, name)
+        if not DirectoryLock.held(directory):
+            _fail(f"crawl {crawl!r} in {directory} is not running")
+        sent = time.time()
+        send_command(directory, crawl, command)
+        state = _wait_obeyed(directory, crawl, command, sent)
+    except USAGE_ERRORS as exc:
+        _fail(str(exc))
+    if state is None:
+        click.echo(f"crawl {crawl!r} in {directory}: {command} sent; it did not obey within {OBEY_WAIT:.0f} s")
+        sys.exit(1)
+    click.echo(f"crawl {crawl!r} in {directory}: {state}")
+
+
+def _wait_obeyed(directory: Path, name: str, command: str, since: float) -> str | None:
+    """The state the crawl in `directory` shows once it obeyed `command` (it publishes one every second)."""
+    deadline = time.monotonic() + OBEY_WAIT
+    conn = connect(directory / DB_NAME, readonly=True)
+    try:
+        crawl_id = crawl_id_of(conn, name)
+        while (state := obeyed(conn, crawl_id, command, since)) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return state
+    finally:
+        conn.close()
+
+
+def _crawl_in(directory: Path, name: str | None) -> str:
+    """The crawl's name in `directory`: `name`, or the directory's only crawl."""
+    conn = connect(directory / DB_NAME, readonly=True)
+    try:
+        return crawl_name(conn, name)
+    finally:
+        conn.close()

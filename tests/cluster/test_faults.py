@@ -6,6 +6,7 @@ strikes) and checks the coordinator's index at the end: every page captured, not
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -17,6 +18,7 @@ import redis
 
 from tests.cluster.processes import (
     KEYS,
+    NAME,
     Sites,
     captures,
     coordinator,
@@ -37,6 +39,15 @@ TTL = 3.0
 WORKER_CONCURRENCY = 4
 DELAY = 0.1
 PAGES = 50
+
+
+def responses_by_node(out: Path) -> dict[str, int]:
+    """Captures with a response in the coordinator's index, per node that fetched them."""
+    db = sqlite3.connect(out / "crawl.db")
+    try:
+        return dict(db.execute("SELECT node, COUNT(*) FROM captures WHERE status IS NOT NULL GROUP BY node"))
+    finally:
+        db.close()
 
 
 def ended(out: Path) -> set[str]:
@@ -63,7 +74,8 @@ def test_a_killed_worker_loses_nothing_and_its_partitions_pass_on(tmp_path: Path
         dead = node_of(server.url, victim.pid)
         wait_for_done(server.url, 200)
         deadline = time.monotonic() + 20
-        while dead not in holders(server.url).values():  # it holds partitions when it dies
+        # It holds partitions when it dies, and the index has pages it fetched.
+        while dead not in holders(server.url).values() or dead not in responses_by_node(tmp_path / "coord"):
             assert time.monotonic() < deadline, "the worker never held a partition"
             time.sleep(0.1)
         os.kill(victim.pid, signal.SIGKILL)
@@ -72,11 +84,19 @@ def test_a_killed_worker_loses_nothing_and_its_partitions_pass_on(tmp_path: Path
         while dead in holders(server.url).values():
             time.sleep(0.1)
         taken_over = time.monotonic() - killed
-        assert coord.finish()[0] == 0
+        code, out, _err = coord.finish()
+        assert code == 0
         assert survivor.finish()[0] == 0
         check_complete(sites, tmp_path / "coord")
     assert taken_over <= TTL + 5
     assert refetched(tmp_path / "coord") == set()  # what it had in flight was fetched again, recorded once
+    # The run's pages are what the index gathered, the killed node's included, each node's under its id.
+    gathered = responses_by_node(tmp_path / "coord")
+    assert out.startswith(f"finished: {sum(gathered.values())} pages"), out
+    nodes = json.loads((tmp_path / "coord" / f"{NAME}-nodes.json").read_text())
+    assert {node: row["pages"] for node, row in nodes.items()} == gathered
+    assert nodes[dead]["outcome"] == "lost"
+    assert {row["outcome"] for node, row in nodes.items() if node != dead} == {"finished"}
 
 
 def test_a_node_stopped_past_its_lease_completes_nothing_for_the_partitions_it_lost(tmp_path: Path) -> None:
@@ -209,23 +229,25 @@ def test_pause_resume_and_stop_from_the_command_line(tmp_path: Path) -> None:
         helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
         wait_for_done(server.url, 100)
 
-        def control(command: str) -> None:
-            from tests.cluster.processes import NAME, Process
+        def control(command: str, *obeyed: str) -> None:
+            from tests.cluster.processes import Process
 
             code, out, err = Process(tmp_path / "logs", command, "control", command, "--redis", server.url,
                                      "--name", NAME).finish(30)  # fmt: skip
             assert code == 0, err
-            assert command in out
+            first, *nodes = out.splitlines()
+            assert first == f"crawl {NAME!r}: {command} sent"
+            assert len(nodes) == 2 and all(line.split()[1] in obeyed for line in nodes), out  # both nodes obeyed
 
-        control("pause")
+        control("pause", "paused")
         time.sleep(2 + 1)  # obeyed within 2 s; fetches in flight end
         paused_at = sum(sites.hits().values())
         time.sleep(2)
         assert sum(sites.hits().values()) == paused_at  # nothing fetched while paused
-        control("resume")
+        control("resume", "running")
         time.sleep(3)
         assert sum(sites.hits().values()) > paused_at
-        control("stop")
+        control("stop", "stopping", "left")
         started = time.monotonic()
         code, out, err = coord.finish(30)
         assert code == 0, err

@@ -106,6 +106,7 @@ async def _coordinate(
     try:
         seeds = [normalize(seed) for seed in config.seeds]
         crawl_id, _ = await db.run(open_crawl, config.name, config.identity(seeds, NORMALIZATION_VERSION))
+        before = await db.run(_last_capture)
         gatherer = Gatherer(
             client,
             keys,
@@ -179,6 +180,7 @@ async def _coordinate(
                 # Nodes report when they leave: not after a pass that leaves them waiting for the next.
                 leaving = outcome != "interrupted" and config.revisit.every is None
                 reports = await _final_reports(client, sync, keys, gatherer, wait=leaving)
+                heartbeats = await persist("reading nodes", lambda: asyncio.to_thread(_all_nodes, sync, keys))
                 renewing.cancel()
                 if live is not None:
                     live.cancel()
@@ -187,11 +189,12 @@ async def _coordinate(
             if lost:
                 log.warning("%d link(s) were taken for seen URLs by the Bloom filter and not crawled", lost)
         counts = await scan(client, keys, layout.partitions)
+        nodes = _run_nodes(reports, heartbeats, await db.run(_gathered_since, crawl_id, before))
         report = CrawlReport(
             name=config.name,
             outcome=outcome,
-            pages=sum(r.get("pages", 0) for r in reports.values()),
-            bytes=sum(r.get("bytes", 0) for r in reports.values()),
+            pages=sum(row["pages"] for row in nodes.values()),
+            bytes=sum(row["bytes"] for row in nodes.values()),
             elapsed=crawler.stats.elapsed
             if crawler
             else max((r.get("elapsed", 0) for r in reports.values()), default=0),
@@ -202,12 +205,56 @@ async def _coordinate(
             failures=await db.run(failure_counts, crawl_id),
             drops=await db.run(drop_counts, crawl_id),
         )
-        (out / f"{config.name}-nodes.json").write_text(json.dumps(reports, indent=2, sort_keys=True))
-        return report, reports
+        (out / f"{config.name}-nodes.json").write_text(json.dumps(nodes, indent=2, sort_keys=True))
+        return report, nodes
     finally:
         await db.close()
         if lock is not None:
             lock.release()
+
+
+def _last_capture(conn: Any) -> int:
+    """The id of the index's newest capture: those of this run come after it."""
+    return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM captures").fetchone()[0])
+
+
+def _gathered_since(conn: Any, crawl_id: int, after: int) -> dict[str, tuple[int, int]]:
+    """Per node, the responses the index gathered after capture `after` (this run), and their bytes."""
+    rows = conn.execute(
+        "SELECT node, COUNT(*), COALESCE(SUM(size), 0) FROM captures "
+        "WHERE id > ? AND crawl_id = ? AND status IS NOT NULL GROUP BY node",
+        (after, crawl_id),
+    )
+    return {node: (pages, size) for node, pages, size in rows if node is not None}
+
+
+def _run_nodes(
+    reports: dict[str, dict[str, Any]], heartbeats: dict[str, dict[str, Any]], gathered: dict[str, tuple[int, int]]
+) -> dict[str, dict[str, Any]]:
+    """Every node of this run, with the pages and bytes the index gathered from it.
+
+    Counted from the index, not from what nodes say they fetched: a killed node says nothing, and a node's
+    late fetches refused under a lease it had lost are not the crawl's. A node that left no final report (it
+    was killed or cut off) is shown from its last heartbeat, as `lost`.
+    """
+    nodes = {}
+    for node in sorted(set(reports) | set(gathered)):
+        last = heartbeats.get(node, {})
+        row = reports.get(node) or {
+            "host": last.get("host", ""),
+            "pid": last.get("pid", 0),
+            "elapsed": last.get("elapsed", 0),
+            "outcome": "lost",
+        }
+        pages, size = gathered.get(node, (0, 0))
+        elapsed = row.get("elapsed") or 0
+        nodes[node] = {
+            **row,
+            "pages": pages,
+            "bytes": size,
+            "pages_per_s": round(pages / elapsed, 2) if elapsed else 0.0,
+        }
+    return nodes
 
 
 def _count_state(conn: Any, crawl_id: int, state: int) -> int:
@@ -354,12 +401,46 @@ async def send_control(url: str, name: str, command: str) -> None:
     """Set the crawl's control key; every node reads it at its next heartbeat."""
     client = await connect(url)
     try:
-        keys = Keys(name)
-        if not await client.exists(keys.meta):
-            raise ConfigError(f"no crawl named {name!r} in the Redis at {redact(url)}")
-        await client.set(keys.control, "run" if command == "resume" else command)
+        await _set_control(client, Keys(name), url, command)
     finally:
         await client.aclose()
+
+
+async def _set_control(client: Any, keys: Keys, url: str, command: str) -> None:
+    if not await client.exists(keys.meta):
+        raise ConfigError(f"no crawl named {keys.name!r} in the Redis at {redact(url)}")
+    await client.set(keys.control, "run" if command == "resume" else command)
+
+
+OBEYED = {"pause": ("paused",), "resume": ("running",), "stop": ("stopping", "left")}
+"""Per command, the states a node publishes once it obeyed."""
+OBEY_WAIT = 3 * HEARTBEAT + 1
+"""Seconds `control` waits for the nodes: each reads the command at a heartbeat and shows it at the next."""
+
+
+async def control(url: str, name: str, command: str) -> dict[str, str]:
+    """Send `command` to every node of the crawl and wait (a few seconds at most) until each live one obeyed.
+
+    Returns, for each node live when it was sent, the state it shows: one of `OBEYED[command]` if it obeyed.
+    """
+    client, sync = await _open(url)
+    try:
+        keys = Keys(name)
+        live = await asyncio.to_thread(live_nodes, sync, keys)
+        await _set_control(client, keys, url, command)
+        deadline = asyncio.get_running_loop().time() + OBEY_WAIT
+        while True:
+            nodes = await asyncio.to_thread(_all_nodes, sync, keys)
+            states = {node: str(nodes.get(node, {}).get("state", "lost")) for node in sorted(live)}
+            if (
+                all(state in OBEYED[command] for state in states.values())
+                or asyncio.get_running_loop().time() > deadline
+            ):
+                return states
+            await asyncio.sleep(0.2)
+    finally:
+        await client.aclose()
+        sync.close()
 
 
 def print_nodes(reports: dict[str, dict[str, Any]]) -> None:

@@ -69,11 +69,25 @@ def committed_warcs(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
     return dict(conn.execute("SELECT name, committed_end FROM warc_files WHERE crawl_id = ?", (crawl_id,)).fetchall())
 
 
-def crawl_id_of(conn: sqlite3.Connection, name: str) -> int:
-    """The id of crawl `name`; an unknown name is an error that lists the names there are."""
-    row = conn.execute("SELECT id FROM crawls WHERE name = ?", (name,)).fetchone()
-    if row is None:
-        names = [n for (n,) in conn.execute("SELECT name FROM crawls ORDER BY name")]
-        there = ", ".join(names) if names else "none"
-        raise StoreError(f"no crawl named {name!r} here (crawls: {there})")
+DEFAULT_NAME = "default"
+
+
+def crawl_name(conn: sqlite3.Connection, name: str | None) -> str:
+    """`name`, or without one the directory's only crawl (or else the one named "default"); an unknown name is
+    an error that lists the names there are."""
+    names = [n for (n,) in conn.execute("SELECT name FROM crawls ORDER BY name")]
+    if name is None:
+        if len(names) == 1:
+            return str(names[0])
+        if len(names) > 1 and DEFAULT_NAME not in names:
+            raise StoreError(f"this directory holds several crawls: give --name ({', '.join(names)})")
+        name = DEFAULT_NAME
+    if name not in names:
+        raise StoreError(f"no crawl named {name!r} here (crawls: {', '.join(names) if names else 'none'})")
+    return name
+
+
+def crawl_id_of(conn: sqlite3.Connection, name: str | None) -> int:
+    """The id of crawl `name` (see `crawl_name`)."""
+    row = conn.execute("SELECT id FROM crawls WHERE name = ?", (crawl_name(conn, name),)).fetchone()
     return int(row[0])

@@ -59,6 +59,21 @@ class DirectoryLock:
             os.close(self._fd)
             self._fd = None
 
+    @staticmethod
+    def held(directory: Path) -> bool:
+        """Whether a process owns `directory` now (asked without taking it: a shared lock fails on it)."""
+        try:
+            fd = os.open(directory / LOCK_NAME, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
 
 def prepare_directory(directory: Path) -> Path:
     """Create the crawl directory if needed and check it is writable; errors become StoreError."""

@@ -116,6 +116,19 @@ def send_command(directory: Path, name: str, command: str) -> None:
         conn.close()
 
 
+OBEYED = {"run": ("running",), "pause": ("paused",), "stop": ("stopping", "stopped")}
+"""Per command, the states a crawl's snapshot shows once it obeyed (a stopped run's last one says "stopped")."""
+
+
+def obeyed(conn: sqlite3.Connection, crawl_id: int, command: str, since: float) -> str | None:
+    """The state the crawl published after `since` (epoch seconds), if it shows `command` obeyed."""
+    found = read_snapshot(conn, crawl_id)
+    if found is None or found[0] < since:
+        return None
+    state = str(found[1].get("state"))
+    return state if state in OBEYED[command] else None
+
+
 def read_snapshot(conn: sqlite3.Connection, crawl_id: int) -> tuple[float, dict[str, Any]] | None:
     """(when it was written, the snapshot) of the crawl's last published state; None if it never published.
 
