@@ -26,9 +26,11 @@ test: $(STAMP)  ## the whole test suite, slow end-to-end tests included
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow"
 
-lint: $(STAMP)
+lint: $(STAMP)  ## what a reviewer checks: ruff, formatting, types (mypy) and the import rules (.importlinter)
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m ruff format --check src tests benchmarks
+	$(PY) -m mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: $(STAMP)  ## crawl a 20,000-page site served by nginx, with webtrawl and Scrapy; print figures
 	$(PY) -m pip install -q -e '.[bench]'

@@ -4,7 +4,7 @@ One event loop runs it. The main loop claims URLs from ready hosts while fetch s
 is handled by its own task (owned by a TaskGroup) that fetches, parses and turns the result into a
 `Completion`; a bounded queue carries those to the archiver, which appends a batch's records to the
 WARC file and flushes them, then hands the batch to the committer, which commits it through the
-frontier (the commit order of DESIGN.md). Blocking work runs on two threads, so the two stages overlap:
+frontier (the commit order of docs/ARCHITECTURE.md). Blocking work runs on two threads, so the two stages overlap:
 the archive thread (WARC and mirror files) and the database thread. Every second a live loop publishes
 a snapshot of the run in the store and obeys the command a dashboard left there (pause, resume, stop).
 """

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from functools import partial
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -221,13 +222,11 @@ class Gatherer:
         for p in range(self._layout.partitions):
             stream = self._keys.stream(p)
             if self._first_round:
-                await persist("taking over results", lambda stream=stream: self._read_again(stream))
+                await persist("taking over results", partial(self._read_again, stream))
             try:
                 replies = await persist(
                     "reading results",
-                    lambda stream=stream: self._client.xreadgroup(
-                        GROUP, self._consumer, {stream: ">"}, count=READ_COUNT
-                    ),
+                    partial(self._client.xreadgroup, GROUP, self._consumer, {stream: ">"}, count=READ_COUNT),
                 )
             except ResponseError as exc:
                 if str(exc).startswith("NOGROUP"):  # the stream was created with the crawl

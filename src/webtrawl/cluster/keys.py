@@ -51,7 +51,8 @@ class Keys:
 
     @property
     def control(self) -> str:
-        """String: what the crawl is told to do: run, pause, stop; `finished` once it is over."""
+        """String: what the crawl is told to do: run, pause, stop; `idle` between `--every` passes; `finished` once it
+        is over."""
         return f"{{{self.name}:control}}"
 
     @property

@@ -1,7 +1,7 @@
 """One node of a distributed crawl: the embedded engine over the Redis frontier, plus a heartbeat thread.
 
 The engine (`crawler.Crawler`) is unchanged: only its frontier differs. The node's own directory keeps its
-WARC files and a small `crawl.db` holding their committed ends (so a restarted node cuts its files back as
+WARC files and a small `node.db` holding their committed ends (so a restarted node cuts its files back as
 an embedded crawl does); results travel to the coordinator through the partitions' streams.
 
 The heartbeat runs on a thread of its own with its own Redis connection, so a busy event loop can never

@@ -59,8 +59,11 @@ def extra_hosts(conn: sqlite3.Connection, crawl_id: int) -> list[str]:
 def add_extra_hosts(conn: sqlite3.Connection, crawl_id: int, gained: Iterable[str]) -> None:
     """Remember hosts the scope gained (inside the caller's transaction: they come with the results that
     gained them)."""
+    gained = list(dict.fromkeys(gained))
+    if not gained:  # the common case: a batch without a seed that redirected elsewhere
+        return
     hosts = extra_hosts(conn, crawl_id)
-    new = [host for host in dict.fromkeys(gained) if host not in hosts]
+    new = [host for host in gained if host not in hosts]
     if new:
         conn.execute("UPDATE crawls SET extra_hosts = ? WHERE id = ?", (json.dumps(hosts + new), crawl_id))
 

@@ -10,7 +10,7 @@ a writer opened on the directory again cuts every file back to its committed end
 exists in the archive exactly when its row exists in the database. Bytes are not fsynced: a machine
 (not process) crash can lose the tail the OS had not written; the writer then logs which file is short.
 
-Runs on the writer thread: every method blocks.
+Runs on the archive thread: every method blocks.
 """
 
 from __future__ import annotations
