@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from redis.asyncio import Redis, SSLConnection
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import (
@@ -123,7 +124,8 @@ async def _settings(client: Client, node: Redis | ClusterNode) -> dict[str, str]
             reply = await client.config_get(name, target_nodes=node)
         else:
             reply = await client.config_get(name)
-        found.update({_text(key): _text(value) for key, value in reply.items()})
+        # redis-py types the reply as decoded `str | None`; with decode_responses=False it holds bytes, never None
+        found.update({_text(key): _text(value) for key, value in reply.items()})  # type: ignore[arg-type]
     return found
 
 
@@ -143,6 +145,9 @@ def _build(kind: type[_C], url: str) -> _C:
 
 def _address(node: Redis | ClusterNode) -> str:
     """The server's URL for messages, without credentials."""
+    host: str | None
+    port: str | int | None
+    connection_class: type[AbstractConnection]  # a pool's may be any kind; a ClusterNode's is a Connection
     if isinstance(node, ClusterNode):
         host, port, connection_class = node.host, node.port, node.connection_class
     else:

@@ -27,7 +27,7 @@ _PLAIN_CAPTURE_FIELDS = (
     "etag", "last_modified", "ip", "ttfb", "elapsed", "error",
 )  # fmt: skip
 """Capture fields JSON carries as they are; `redirects`, the headers and `warc` need rebuilding."""
-_ADDED_CAPTURE_FIELDS = {
+_ADDED_CAPTURE_FIELDS: dict[str, Any] = {
     "payload_digest": None, "unchanged": False, "simhash": None, "duplicate_of": None, "near_duplicate_of": None,
 }  # fmt: skip
 """Capture fields added to version 1 later, with the value an entry written before them reads as."""

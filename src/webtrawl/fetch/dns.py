@@ -40,7 +40,9 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Lookup = Callable[[str, int], Awaitable[list[tuple[Any, ...]]]]
 """(name, family) → getaddrinfo-style tuples; `loop.getaddrinfo` by default."""
 
-_LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+_LINK_LOCAL_V4 = ipaddress.IPv4Network("169.254.0.0/16")
+_LINK_LOCAL_V6 = ipaddress.IPv6Network("fe80::/10")
+_LINK_LOCAL = (_LINK_LOCAL_V4, _LINK_LOCAL_V6)
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NOT_FOUND = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA", "EAI_ADDRFAMILY") if hasattr(socket, name)}
 _NUMERIC = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
@@ -167,7 +169,7 @@ class AddressGuard:
             return None
         for net in self._networks:
             for c in candidates:
-                if c in net and (not _is_link_local(c) or any(net.subnet_of(ll) for ll in _link_local_of(net))):
+                if c in net and (not _is_link_local(c) or _within_link_local(net)):
                     return None
         return f"blocked: private address {text}"
 
@@ -186,8 +188,11 @@ def _is_link_local(ip: IPAddress) -> bool:
     return any(ip in ll for ll in _LINK_LOCAL if ll.version == ip.version)
 
 
-def _link_local_of(net: IPNetwork) -> list[IPNetwork]:
-    return [ll for ll in _LINK_LOCAL if ll.version == net.version]
+def _within_link_local(net: IPNetwork) -> bool:
+    """Whether `net` lies inside the link-local range of its IP version (`subnet_of` compares like with like)."""
+    if isinstance(net, ipaddress.IPv4Network):
+        return net.subnet_of(_LINK_LOCAL_V4)
+    return net.subnet_of(_LINK_LOCAL_V6)
 
 
 class Resolver(AbstractResolver):

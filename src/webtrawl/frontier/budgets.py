@@ -81,15 +81,17 @@ class Budgets:
         costs no lookup: the counting happens after the insert, for the rows that turned out new.
         """
         per_host, per_template = self.per_host, self.per_template
-        keys = [_key(url.url) for url in urls] if per_template is not None else [None] * len(urls)
+        keys: Sequence[int | None] = [None] * len(urls)
         tight_hosts: set[int] = set()
         if per_host is not None:
             hosts = self._hosts
             tight_hosts = {h for h, n in Counter(host_ids).items() if hosts.get(h, 0) + n > per_host}
-        tight_keys: set[int | None] = set()
+        tight_keys: set[int] = set()
         if per_template is not None:
             templates = self._templates
-            tight_keys = {k for k, n in Counter(keys).items() if templates.get(k, 0) + n > per_template}
+            template_keys = [_key(url.url) for url in urls]
+            tight_keys = {k for k, n in Counter(template_keys).items() if templates.get(k, 0) + n > per_template}
+            keys = template_keys
         pending = [(host_ids[i], keys[i]) for i in range(len(urls))]
         refused: dict[int, str] = {}
         if not tight_hosts and not tight_keys:

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
+from typing import Literal, TypedDict
 
 import mutagen
 
@@ -241,10 +242,19 @@ def _kind(content_type: str, url: str) -> str:
     return media_kind(url) or ""
 
 
-_ID3_FRAMES = {"title": "TIT2", "artist": "TPE1", "album": "TALB"}
+_ID3_FRAMES: dict[Literal["title", "artist", "album"], str] = {"title": "TIT2", "artist": "TPE1", "album": "TALB"}
 
 
-def _tags(path: Path) -> dict[str, object]:
+class _Tags(TypedDict, total=False):
+    """The `MediaFile` fields a file's tags fill in, those it has."""
+
+    duration: float
+    title: str
+    artist: str
+    album: str
+
+
+def _tags(path: Path) -> _Tags:
     """Duration, title, artist and album from the file's tags, where mutagen can read them.
 
     mutagen's "easy" interface names tags alike across formats, but not ID3 tags inside WAV or AIFF
@@ -256,7 +266,7 @@ def _tags(path: Path) -> dict[str, object]:
         return {}
     if file is None:
         return {}
-    found: dict[str, object] = {}
+    found: _Tags = {}
     length = getattr(file.info, "length", None)
     if length:
         found["duration"] = round(float(length), 3)

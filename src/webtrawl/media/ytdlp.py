@@ -85,7 +85,7 @@ class YtDlpResolver:
             "force_generic_extractor": False,
         }
         try:
-            with YoutubeDL(options) as ydl:  # type: ignore[arg-type]
+            with YoutubeDL(options) as ydl:
                 info = ydl.extract_info(url, download=False)
         except YoutubeDLError as exc:
             raise ResolveError(f"yt-dlp: {exc}"[:300]) from None

@@ -263,8 +263,8 @@ def sniff_charset(body: bytes, content_type_header: str | None) -> str:
         match = _HEADER_CHARSET.search(content_type_header)
         if match and (codec := codec_for(match.group(1))):
             return codec
-    for match in _META_CHARSET.finditer(body, 0, 1024):
-        if codec := codec_for(match.group(1).decode("ascii")):
+    for meta in _META_CHARSET.finditer(body, 0, 1024):
+        if codec := codec_for(meta.group(1).decode("ascii")):
             # A page whose <meta> could be read as ASCII is not UTF-16, whatever it says.
             return "utf-8" if codec.startswith("utf-16") else codec
     return "utf-8"

@@ -121,7 +121,7 @@ def _scan(tree: LexborHTMLParser, requisites: bool, follow_nofollow: bool) -> _S
         elif tag == "base":
             if scan.base is None and (href := attrs.get("href")):
                 scan.base = href
-        elif requisites:
+        elif requisites and tag is not None:  # a selector matches elements only, and every element has a tag
             _requisites(tag, attrs, add)
         if requisites and (style := attrs.get("style")) and "(" in style:
             _css_urls(style, add)

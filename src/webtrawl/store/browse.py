@@ -67,7 +67,8 @@ class Filters:
 
     def where(self) -> tuple[str, list[Any]]:
         """SQL conditions on `c` (captures) and `u` (urls) and their parameters."""
-        sql, params = [], []
+        sql: list[str] = []
+        params: list[Any] = []
         if self.status:
             match = _STATUS.fullmatch(self.status.strip().lower())
             if match is None:
@@ -338,7 +339,8 @@ def search(
             order = "SELECT rowid, NULL FROM captures_fts WHERE captures_fts MATCH ?"
             order += " AND rowid > ? ORDER BY rowid" if start else " ORDER BY rowid"
         matches = conn.execute(order, (query, *start))
-        batch, deadline, exhausted, last_read = limit + 1, None, False, ()
+        batch, deadline, exhausted = limit + 1, None, False
+        last_read: tuple[Any, ...] = ()  # the key of the last match read: where a page cut short resumes
         while len(found) <= limit and not exhausted and (deadline is None or time.monotonic() < deadline):
             scored = matches.fetchmany(batch)  # the first fetch waits for the ranking: the budget starts after it
             deadline = deadline or time.monotonic() + budget

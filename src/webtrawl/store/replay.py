@@ -110,8 +110,12 @@ def nearest_capture(conn: sqlite3.Connection, crawl_id: int, url: str, when: flo
 
 
 def _archived(row: tuple[Any, ...] | None) -> ArchivedCapture | None:
-    """The capture of a `_COLUMNS` row (SQLite keeps `unchanged` as 0 or 1)."""
-    return ArchivedCapture(*row[:-2], bool(row[-2]), row[-1]) if row else None
+    """The capture of a `_COLUMNS` row (SQLite keeps `unchanged`, the last but one, as 0 or 1)."""
+    if not row:
+        return None
+    values = list(row)
+    values[-2] = bool(values[-2])
+    return ArchivedCapture(*values)
 
 
 def is_archived(conn: sqlite3.Connection, crawl_id: int, url: str) -> bool:

@@ -7,6 +7,7 @@ API), `archive` (archived copies), `live` (events, metrics, control). Templates 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Awaitable, Callable
 from importlib.resources import files
 
 from fastapi import FastAPI, Request
@@ -42,7 +43,7 @@ def _require_token(app: FastAPI, token: str) -> None:
     `Authorization: Bearer` header."""
 
     @app.middleware("http")
-    async def check(request: Request, call_next):  # type: ignore[no-untyped-def]
+    async def check(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         given = (
             request.query_params.get("token")
             or request.cookies.get(TOKEN_COOKIE)

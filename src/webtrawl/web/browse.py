@@ -421,7 +421,7 @@ def _site(request: Request) -> Site:
 
 def _link(request: Request, **changes: str | None) -> str:
     """This page's path and query with some parameters changed (None removes one); the token never travels."""
-    params = {k: v for k, v in request.query_params.items() if k != "token"}
+    params: dict[str, str | None] = {k: v for k, v in request.query_params.items() if k != "token"}
     params.update(changes)
     query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
     return f"{request.url.path}?{query}" if query else request.url.path
