@@ -69,6 +69,14 @@ async def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[s
     one_line_error(err, *fragments)
 
 
+async def test_a_lease_shorter_than_a_heartbeat_is_refused(tmp_path: Path) -> None:
+    code, _out, err = await webtrawl(
+        "crawl", "http://127.0.0.1:9/", "--out", str(tmp_path), "--redis", "redis://127.0.0.1:9", "--lease-ttl", "2"
+    )
+    assert code == 2
+    assert "Traceback" not in err and "--lease-ttl ≥ 3 s (a heartbeat and a margin)" in err
+
+
 async def test_unreachable_seed_is_a_failed_url_and_exit_1(tmp_path: Path) -> None:
     code, out, _err = await webtrawl(
         "crawl", "http://127.0.0.1:9/", "--out", str(tmp_path), "--retries", "0", "--ignore-robots", "-q"

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -34,7 +34,7 @@ from .media.handler import MediaHandler
 from .media.resolvers import Registry
 from .models import Capture, Entry, NewURL
 from .pages import PageHandler, PageResult
-from .scope import Scope
+from .scope import Scope, SharedHosts
 from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs, open_crawl
 from .store.db import DB_NAME, Database, DirectoryLock, prepare_directory
@@ -129,7 +129,6 @@ class Crawler:
             scope = Scope(config.scope, seeds)
             for host in extra_hosts:
                 scope.add_host(host)
-            learn = await self._scope_learner(scope)
             politeness = Politeness(
                 config.politeness,
                 robots=None if config.fetch.respect_robots else ALLOW_ALL,
@@ -138,6 +137,7 @@ class Crawler:
             )
             budgets = Budgets(config.scope.max_urls_per_host, config.scope.max_urls_per_template)
             self.frontier = frontier = await self._open_frontier(db, crawl_id, politeness, budgets)
+            shared = await self._shared_hosts(scope)
             committed = await db.run(committed_warcs, crawl_id)
             warc = await self._on_archive_thread(
                 lambda: WarcWriter(
@@ -165,12 +165,12 @@ class Crawler:
                         self.stats,
                         media=registry if config.media.kinds else None,
                         twins=self._twins(db, crawl_id),
-                        learn=learn,
+                        shared=shared,
                     )
                     media = MediaHandler(config, fetcher, politeness, db, crawl_id, registry, out, self.stats)
                     try:
                         outcome = await self._crawl(
-                            frontier, politeness, fetcher, handler, media, warc, mirror, crawl_id, learn
+                            frontier, politeness, fetcher, handler, media, warc, mirror, crawl_id, shared
                         )
                     finally:
                         handler.parser.close()
@@ -205,9 +205,9 @@ class Crawler:
     async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
         return await fetch_robots(fetcher, host, self.config.fetch.user_agent)
 
-    async def _scope_learner(self, scope: Scope) -> Callable[[float], Awaitable[None]] | None:
-        """How `scope` learns the hosts other processes of the crawl gained (see `PageHandler`): it need not
-        here, where one process crawls and the store gives it every host earlier runs gained."""
+    async def _shared_hosts(self, scope: Scope) -> SharedHosts | None:
+        """Where the processes of the crawl share the hosts its scope gains: nowhere here, where one process
+        crawls and the store gives it every host earlier runs gained."""
         return None
 
     def _twins(self, db: Database, crawl_id: int) -> Twins:
@@ -224,7 +224,7 @@ class Crawler:
         warc: WarcWriter,
         mirror: Mirror | None,
         crawl_id: int,
-        learn: Callable[[float], Awaitable[None]] | None,
+        shared: SharedHosts | None,
     ) -> str:
         """Run the main loop until the crawl ends or is stopped; returns why it ended."""
         config = self.config
@@ -263,8 +263,8 @@ class Crawler:
                 if sitemaps is not None and politeness.rules(host) is None:
                     # Read once per host, before its URLs are handed out, so sitemap requests keep its pace.
                     # `outcome` changes only when the main loop stops early: then reading is pointless.
-                    if learn is not None:  # the host may be one another node's seed redirected to
-                        await learn(started)
+                    if shared is not None:  # the host may be one another node's seed redirected to
+                        await shared.learn(started)
                     urls, drops = await sitemaps.discover(host, rules, lambda: outcome != "finished")
                     await frontier.add(urls, drops)
                 politeness.set_rules(host, rules)

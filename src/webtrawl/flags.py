@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import click
 from click.core import ParameterSource
 
+from .cluster.node import HEARTBEAT
 from .config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, RevisitConfig, ScopeConfig
 from .errors import ConfigError
 from .frontier.bloom import first_capacity
@@ -272,7 +273,7 @@ CRAWL_OPTIONS = [
         type=float,
         default=15.0,
         show_default=True,
-        help="With --redis: seconds a partition lease lasts.",
+        help="With --redis: seconds a partition lease lasts (at least 3).",
     ),
 ]
 """The crawl command's flags, beside the table of the config fields they set (`FLAG_FIELDS`)."""
@@ -316,12 +317,18 @@ def build_config(
     )
 
 
+MIN_LEASE_TTL = HEARTBEAT + 1.0
+"""Seconds a lease lasts at least: the heartbeat renews it every `HEARTBEAT` seconds."""
+
+
 def layout_of(
     config: CrawlConfig, partitions: int, dedup: str, expected_urls: int, fp_rate: float, lease_ttl: float
 ) -> Layout:
-    if partitions < 1 or expected_urls < 1 or not 0 < fp_rate < 1 or lease_ttl < 1:
+    # A lease (and a shared host slot) is renewed at every heartbeat: it must outlast one, with a margin.
+    if partitions < 1 or expected_urls < 1 or not 0 < fp_rate < 1 or lease_ttl < MIN_LEASE_TTL:
         raise click.UsageError(
-            "--partitions and --expected-urls must be ≥ 1, --fp-rate between 0 and 1, --lease-ttl ≥ 1 s"
+            "--partitions and --expected-urls must be ≥ 1, --fp-rate between 0 and 1, "
+            f"--lease-ttl ≥ {MIN_LEASE_TTL:g} s (a heartbeat and a margin)"
         )
     return Layout(
         partitions=partitions,

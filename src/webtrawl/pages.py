@@ -10,7 +10,6 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .config import CrawlConfig, FetchConfig
@@ -25,7 +24,7 @@ from .parse.decode import decompress, sniff_charset, to_text
 from .parse.guarded import GuardedParser, ParseTimeout
 from .parse.simhash import hamming, simhash
 from .revisits import next_interval
-from .scope import Scope
+from .scope import Scope, SharedHosts
 from .stats import Stats
 from .store.db import Database
 from .store.fingerprints import Twins
@@ -87,13 +86,12 @@ class PageHandler:
         *,
         media: Registry | None = None,
         twins: Twins,
-        learn: Callable[[float], Awaitable[None]] | None = None,
+        shared: SharedHosts | None = None,
     ) -> None:
         """`media`: the resolvers that name the media of each page, when the crawl collects media. `twins`:
-        where `--skip-near-duplicates` looks for earlier pages. `learn(moment)`: puts in the scope the hosts
-        other processes of the crawl gained, as read no earlier than `moment` (monotonic), for the nodes of a
-        distributed crawl; an embedded crawl is one process, and its scope knows all it gained."""
-        self._learn = learn
+        where `--skip-near-duplicates` looks for earlier pages. `shared`: where the processes of a distributed
+        crawl share the hosts its scope gains."""
+        self._shared = shared
         self._media = media
         self._twins = twins
         self._recent: deque[tuple[int, int]] = deque(maxlen=RECENT_SIMHASHES)
@@ -179,12 +177,7 @@ class PageHandler:
         completion = Completion(entry=entry, verdict="done", capture=capture)
         decoded = None
         if 300 <= status < 400:
-            known = self._scope.host_count
-            self._follow_redirect(entry, outcome, completion)
-            if await self._scope_grew(started, known, completion):
-                completion.children.clear()
-                completion.drops.clear()
-                self._follow_redirect(entry, outcome, completion)
+            await self._follow_redirect(entry, outcome, completion, started)
         elif status >= 400:
             completion.verdict, completion.reason = "failed", f"HTTP {status}"
         elif outcome.content_type in HTML_TYPES and outcome.body:
@@ -201,7 +194,7 @@ class PageHandler:
             if capture.near_duplicate_of is None:  # a near-duplicate's links lead where its twin's did
                 known = self._scope.host_count
                 self._add_links(entry, page, completion)
-                if await self._scope_grew(started, known, completion):
+                if await self._scope_grew(started, known, completion.drops):
                     completion.children.clear()
                     completion.drops.clear()
                     self._add_links(entry, page, completion)
@@ -209,7 +202,7 @@ class PageHandler:
                 self._add_media(entry, text, page, completion, self._media)
         return PageResult(completion, archived, decoded if self._config.mirror else None)
 
-    async def _scope_grew(self, started: float, known: int, completion: Completion) -> bool:
+    async def _scope_grew(self, started: float, known: int, drops: list[tuple[str, str]]) -> bool:
         """Whether links judged with `known` hosts in scope must be judged again, because other processes of
         the crawl gained hosts (their seeds redirected) that this one had not heard of.
 
@@ -217,9 +210,9 @@ class PageHandler:
         earlier than `started`, the end of the claim that handed this URL out, is enough: a URL on a gained
         host (or one found through it) enters the frontier only after the host was recorded.
         """
-        if self._learn is None or all(reason != "out-of-scope" for _url, reason in completion.drops):
+        if self._shared is None or all(reason != "out-of-scope" for _url, reason in drops):
             return False
-        await self._learn(started)
+        await self._shared.learn(started)
         return self._scope.host_count > known
 
     async def _near_duplicate(self, fp: int, simhash: int) -> int | None:
@@ -294,12 +287,15 @@ class PageHandler:
             else:
                 drops.append((link.url, reason))
 
-    def _follow_redirect(self, entry: Entry, outcome: FetchOutcome, completion: Completion) -> None:
+    async def _follow_redirect(
+        self, entry: Entry, outcome: FetchOutcome, completion: Completion, started: float
+    ) -> None:
         """A redirect target joins the frontier at the same depth, so it gets politeness, robots and dedup.
 
         A hop that closes a loop or exceeds the chain limit fails the URL, as it would fail a browser. A seed
-        (or a seed's redirect target: depth 0) that redirects to another host brings that host in scope; the
-        completion carries it, so the crawl keeps it.
+        (or a seed's redirect target: depth 0) that redirects to another host brings that host in scope: it is
+        the crawl's (`SharedHosts.record`) before this process judges anything with it, and the completion
+        carries it to the index, even when this process knew it already (it may be fetching the seed again).
         """
         location = outcome.header("Location")
         if not location:
@@ -319,10 +315,17 @@ class PageHandler:
             completion.verdict = "failed"
             completion.reason = f"too many redirects (more than {self._config.fetch.max_redirects})"
             return
-        if entry.depth == 0 and not self._scope.has_host(host_key(target)):
-            completion.gained_host = host_key(target)
-            self._scope.add_host(completion.gained_host)
+        host = host_key(target)
+        if entry.depth == 0 and not self._scope.is_seed_host(host):
+            completion.gained_host = host
+            if not self._scope.has_host(host):
+                if self._shared is not None:
+                    await self._shared.record(host)
+                self._scope.add_host(host)
+        known = self._scope.host_count
         reason = self._scope.check(target, entry.depth)
+        if reason == "out-of-scope" and await self._scope_grew(started, known, [(target, reason)]):
+            reason = self._scope.check(target, entry.depth)
         if reason is not None:
             completion.drops.append((target, reason))
         else:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Protocol
 from urllib.parse import unquote
 
 from .config import BINARY_EXTENSIONS, REQUISITE_EXTENSIONS, ScopeConfig
@@ -34,6 +35,17 @@ DEPTH_ONLY_REASONS = frozenset({"too-deep"})
 shorter path to it can still bring it in."""
 
 _PLAIN_SYMBOLS = frozenset("-_.~")
+
+
+class SharedHosts(Protocol):
+    """How the processes of one crawl share the hosts its scope gains (seeds that redirect elsewhere): the
+    nodes of a distributed crawl (`cluster.scopehosts`). An embedded crawl is one process and needs none."""
+
+    async def record(self, host: str) -> None:
+        """Make `host` the crawl's before anything found through it enters the frontier."""
+
+    async def learn(self, moment: float) -> None:
+        """Put in the scope every host the crawl had gained at some time after `moment` (monotonic)."""
 
 
 class Scope:
@@ -61,6 +73,7 @@ class Scope:
         """Per host key, the path prefixes in scope (mode prefix)."""
         self._seed_prefixes: tuple[str, ...] = ()
         """Every seed's path prefix: what a host added later gets (mode prefix)."""
+        self._seed_hosts = frozenset(host_key(seed) for seed in seeds)
         for seed in seeds:
             host = host_key(seed)
             path = _path(seed)
@@ -82,6 +95,9 @@ class Scope:
 
     def has_host(self, host: str) -> bool:
         return host in self._hosts
+
+    def is_seed_host(self, host: str) -> bool:
+        return host in self._seed_hosts
 
     def add_host(self, host: str) -> None:
         """Put the host key `host` in scope too (a seed redirected to it).

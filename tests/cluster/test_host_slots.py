@@ -17,11 +17,15 @@ import redis
 
 from tests.cluster.processes import KEYS, NAME, Process, captures, node_of, unfinished, wait_for_crawl, wait_for_done
 from tests.cluster.processes import worker as start_worker
-from tests.redis_servers import RedisServer
+from tests.redis_servers import RedisServer, blocking_client
 from tests.sites import SiteServer
+from webtrawl.cluster.hostlimits import SharedHostLimits
+from webtrawl.cluster.keys import Keys
+from webtrawl.cluster.redisconn import connect
+from webtrawl.config import PolitenessConfig
+from webtrawl.fetch.politeness import Politeness
+from webtrawl.frontier.scripts import Scripts
 from webtrawl.urls import origin
-
-pytestmark = pytest.mark.slow
 
 PAGES = 600
 DELAY = 0.05
@@ -104,6 +108,7 @@ def check_complete(site: SiteServer, out: Path) -> None:
     assert unfinished(out) == 0
 
 
+@pytest.mark.slow
 def test_nodes_that_stop_give_their_slots_back(tmp_path: Path) -> None:
     with served() as site, RedisServer() as server:
         coord = coordinator(site, server.url, tmp_path / "coord")
@@ -124,6 +129,7 @@ def test_nodes_that_stop_give_their_slots_back(tmp_path: Path) -> None:
         check_complete(site, tmp_path / "coord")
 
 
+@pytest.mark.slow
 def test_a_killed_nodes_slots_expire_with_its_leases(tmp_path: Path) -> None:
     with served() as site, RedisServer() as server:
         coord = coordinator(site, server.url, tmp_path / "coord")
@@ -144,6 +150,7 @@ def test_a_killed_nodes_slots_expire_with_its_leases(tmp_path: Path) -> None:
         check_complete(site, tmp_path / "coord")
 
 
+@pytest.mark.slow
 def test_a_node_that_stalls_past_its_lease_loses_its_slots_with_it(tmp_path: Path) -> None:
     with served() as site, RedisServer() as server:
         coord = coordinator(site, server.url, tmp_path / "coord")
@@ -166,3 +173,25 @@ def test_a_node_that_stalls_past_its_lease_loses_its_slots_with_it(tmp_path: Pat
         assert code == 0, err
         assert stalled.finish()[0] == 0
         check_complete(site, tmp_path / "coord")
+
+
+async def test_a_node_refused_a_hosts_slots_holds_none_and_gives_back_only_its_own(redis_url: str) -> None:
+    """Slots of two hosts, one taken by another node first: the refused host leaves nothing to renew or give."""
+    client, sync = await connect(redis_url), blocking_client(redis_url)
+    keys, config = Keys("slots"), PolitenessConfig(per_host=1, delay=0.0)
+    script = Scripts(sync).host_slots
+    try:
+        other = SharedHostLimits(client, keys, "node-01", config, Politeness(config), ttl=60)
+        mine = SharedHostLimits(client, keys, "node-02", config, Politeness(config), ttl=60)
+        assert (await other.take("http://a.test", 1))[0] == 1
+        assert (await mine.take("http://a.test", 1))[0] == 0  # refused: node-01 holds its one slot
+        assert (await mine.take("http://b.test", 1))[0] == 1
+        assert (mine.held("http://a.test"), mine.held("http://b.test")) == (0, 1)
+        mine.renew(script)
+        mine.release_all(script)
+        assert sync.zrange(keys.host_slots("http://b.test"), 0, -1) == []
+        assert [slot.decode() for slot in sync.zrange(keys.host_slots("http://a.test"), 0, -1)] == ["node-01:1"]
+        assert mine.held("http://b.test") == 0
+    finally:
+        await client.aclose()
+        sync.close()

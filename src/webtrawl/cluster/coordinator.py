@@ -83,40 +83,16 @@ def _tuples(values: dict[str, Any]) -> dict[str, Any]:
 
 async def create_or_join(client: Any, keys: Keys, config: CrawlConfig, layout: Layout) -> tuple[CrawlConfig, Layout]:
     """Create the crawl in Redis, or check that the one there has the same identity; returns what is stored."""
-    identity = config.identity(sorted(config.seeds), NORMALIZATION_VERSION)
-    created = await client.hsetnx(keys.meta, "identity", json.dumps(identity, sort_keys=True))
-    if created:
-        # A new incarnation: nodes of an earlier one (Redis lost it; they have not noticed yet) write nothing.
-        layout = replace(layout, incarnation=uuid.uuid4().hex[:16])
-        for p in range(layout.partitions):
-            await client.hset(keys.counters(p), "crawl", layout.incarnation)
-            try:
-                await client.xgroup_create(keys.stream(p), GROUP, id="0", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
-        # Published last: a node can join (`load_crawl`) only once every partition takes its calls.
-        await client.hset(
-            keys.meta,
-            mapping={
-                "config": json.dumps(_config_document(config)),
-                "layout": json.dumps(asdict(layout)),
-                "hash": HASH_NAME,
-                "hash_version": HASH_VERSION,
-                "created_at": time.time(),
-                INCARNATION: layout.incarnation,
-                RESTORE_MARK: 1,  # whatever the coordinator's index has of this crawl comes back first
-            },
-        )
-        await client.set(keys.control, "run")
-        return config, layout
+    identity = json.dumps(config.identity(sorted(config.seeds), NORMALIZATION_VERSION), sort_keys=True)
+    created = await client.hsetnx(keys.meta, "identity", identity)
     stored, document = await client.hmget(keys.meta, "identity", "config")
-    stored = json.loads(stored)
-    if stored != json.loads(json.dumps(identity, sort_keys=True)):
+    if json.loads(stored) != json.loads(identity):
         raise ConfigError(
             f"crawl {config.name!r} in Redis was started with other seeds or scope; "
             "use the same ones to rejoin it, or another --name"
         )
+    if created or document is None:  # new, or a creation cut short (its coordinator died; this one holds the lease)
+        return config, await _create(client, keys, config, layout)
     document, wanted = json.loads(document), json.loads(json.dumps(_config_document(config)))
     ignored = [
         change
@@ -131,6 +107,36 @@ async def create_or_join(client: Any, keys: Keys, config: CrawlConfig, layout: L
         document["revisit"] = wanted["revisit"]
         await client.hset(keys.meta, "config", json.dumps(document))
     return await load_crawl(client, keys, out=config.out, concurrency=config.concurrency)
+
+
+async def _create(client: Any, keys: Keys, config: CrawlConfig, layout: Layout) -> Layout:
+    """Make the crawl's partitions and publish its settings, under a new incarnation: nodes of an earlier one
+    (Redis lost it, and they have not noticed yet) write nothing into it."""
+    layout = replace(layout, incarnation=uuid.uuid4().hex[:16])
+
+    pipe = client.pipeline(transaction=False)
+    pipe.set(keys.scope_incarnation, layout.incarnation)
+    for p in range(layout.partitions):
+        pipe.hset(keys.counters(p), "crawl", layout.incarnation)
+        pipe.xgroup_create(keys.stream(p), GROUP, id="0", mkstream=True)
+    for reply in await pipe.execute(raise_on_error=False):
+        if isinstance(reply, Exception) and "BUSYGROUP" not in str(reply):  # a creation cut short made it
+            raise reply
+    # Published last: a node can join (`load_crawl`) only once every partition takes its calls.
+    await client.hset(
+        keys.meta,
+        mapping={
+            "config": json.dumps(_config_document(config)),
+            "layout": json.dumps(asdict(layout)),
+            "hash": HASH_NAME,
+            "hash_version": HASH_VERSION,
+            "created_at": time.time(),
+            INCARNATION: layout.incarnation,
+            RESTORE_MARK: 1,  # whatever the coordinator's index has of this crawl comes back first
+        },
+    )
+    await client.set(keys.control, "run")
+    return layout
 
 
 async def load_crawl(client: Any, keys: Keys, **overrides: Any) -> tuple[CrawlConfig, Layout]:

@@ -90,8 +90,9 @@ class SharedHostLimits:
         granted, wait = await persist(
             "taking host slots", lambda: self._script(keys=[self._keys.host_slots(host)], args=args)
         )
-        with self._lock:
-            self._held[host].extend(granted)
+        if granted:  # a host refused keeps no entry: the heartbeat renews per host held
+            with self._lock:
+                self._held[host].extend(granted)
         return len(granted), int(wait) / 1000
 
     def held(self, host: str) -> int:
@@ -122,7 +123,7 @@ class SharedHostLimits:
         """Extend every slot held to a lease's TTL from now; forget those that expired meanwhile (this node
         stalled or lost Redis past the TTL: other nodes may have taken them)."""
         with self._lock:
-            held = {host: list(slots) for host, slots in self._held.items()}
+            held = {host: list(slots) for host, slots in self._held.items() if slots}
         for host, slots in held.items():
             kept = set(script(keys=[self._keys.host_slots(host)], args=["renew", self._ttl, *slots]))
             if len(kept) < len(slots):
@@ -137,7 +138,8 @@ class SharedHostLimits:
         with self._lock:
             held, self._held = self._held, defaultdict(list)
         for host, slots in held.items():
-            script(keys=[self._keys.host_slots(host)], args=["give", *slots])
+            if slots:
+                script(keys=[self._keys.host_slots(host)], args=["give", *slots])
 
 
 class SharedRobots:

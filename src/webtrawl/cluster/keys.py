@@ -66,6 +66,11 @@ class Keys:
         return f"{{{self.name}:scope}}"
 
     @property
+    def scope_incarnation(self) -> str:
+        """String: the crawl's incarnation, beside its scope set (`frontier/lua/scope.lua` checks it)."""
+        return self.scope + ":crawl"
+
+    @property
     def report(self) -> str:
         """Hash: node id → its final report (JSON)."""
         return f"{{{self.name}:report}}"

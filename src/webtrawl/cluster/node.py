@@ -19,7 +19,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config import CrawlConfig
@@ -40,7 +40,7 @@ from .coordinator import INCARNATION, present
 from .hostlimits import SharedHostLimits, SharedRobots
 from .keys import Keys
 from .leases import Leases, read_partitions
-from .redisconn import crawl_gone, persist
+from .redisconn import GONE_REPLY, crawl_gone, persist
 from .scopehosts import SharedScope
 from .twins import RedisTwins
 
@@ -114,6 +114,11 @@ class Heartbeat(threading.Thread):
                     log.warning("Redis answers again")
                     self._failing = False
             except Exception as exc:  # Redis unreachable or restarting: the leases go stale, claims stop
+                if str(exc).startswith(GONE_REPLY):  # a partition no longer holds this crawl (see `beat`)
+                    self.gone = True
+                    self._halt.set()
+                    self._on_gone()
+                    break
                 if not self._failing:
                     log.warning("heartbeat failed (%s); retrying every %.0f s", exc, HEARTBEAT)
                     self._failing = True
@@ -207,7 +212,7 @@ class NodeCrawler(Crawler):
 
         limits = None
         if self._layout.partition_by == "url":
-            # Renewed with the leases: a dead node's slots come back when its leases do.
+            # Renewed with the leases, and lasting as long: a dead node's slots come back when its leases do.
             ttl = self._layout.lease_ttl
             limits = SharedHostLimits(self._client, self._keys, self.node, self.config.politeness, politeness, ttl=ttl)
             self._robots = SharedRobots(
@@ -246,11 +251,12 @@ class NodeCrawler(Crawler):
         self.heartbeat.start()
         return frontier
 
-    async def _scope_learner(self, scope: Scope) -> Callable[[float], Awaitable[None]]:
-        """Hosts the crawl's scope gained on any node, from Redis (this node's own store knows none)."""
-        shared = SharedScope(self._client, self._keys, scope)
+    async def _shared_hosts(self, scope: Scope) -> SharedScope:
+        """Hosts the crawl's scope gained on any node, in Redis (this node's own store knows none)."""
+        assert isinstance(self.frontier, RedisFrontier)
+        shared = SharedScope(self._client, self._keys, scope, self.frontier)
         await shared.learn(time.monotonic())
-        return shared.learn
+        return shared
 
     def _twins(self, db: Database, crawl_id: int) -> Twins:
         """Earlier pages of every node: in Redis."""

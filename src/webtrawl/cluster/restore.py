@@ -2,9 +2,10 @@
 flushed), or the index holds an embedded crawl that now goes on distributed.
 
 The index has every URL the crawl found, with its state, because the coordinator writes each page's links
-with its capture, and the hosts the crawl's scope gained (seeds that redirected) with the redirects. Those
-hosts go back first, then ended URLs become seen and counted in Redis again and waiting ones are queued again:
-the crawl goes on where the index says it was, and nothing fetched before is fetched again (the URLs in flight
+with its capture, and the hosts the crawl's scope gained (seeds that redirected) with the redirects, which the
+coordinator puts back first, whenever it starts. Ended URLs become seen and counted in Redis again and waiting
+ones are queued again: the crawl goes on where the index says it was, and nothing fetched before is fetched
+again (the URLs in flight
 when Redis was lost never reached the index, and are). A crawl new in Redis is restored this way before its
 seeds are added; the mark `RESTORE_MARK` in its settings is removed only once done, so a coordinator that dies
 meanwhile restores again (what was already restored is left as it is). The crawl's new incarnation
@@ -16,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..frontier.redis import RedisFrontier
-from ..store.crawls import extra_hosts
 from ..store.db import Database
 from ..store.schedule import frontier_rows
 from .coordinator import RESTORE_MARK
@@ -32,9 +32,6 @@ async def restore_if_due(client: Any, keys: Keys, db: Database, crawl_id: int, f
     many URLs went back into Redis."""
     if not await persist("reading the crawl's settings", lambda: client.hexists(keys.meta, RESTORE_MARK)):
         return 0
-    gained = await db.run(extra_hosts, crawl_id)
-    if gained:  # before any URL: links of the restored pages on these hosts are in scope
-        await persist("restoring the crawl's scope", lambda: client.sadd(keys.scope, *gained))
     restored = 0
     # Ended URLs first: a node that joined already and finds one again takes it as seen.
     for ended in (True, False):

@@ -105,8 +105,7 @@ async def _coordinate(
     db = await Database(out / DB_NAME).open()
     try:
         seeds = [normalize(seed) for seed in config.seeds]
-        crawl_id, _ = await db.run(open_crawl, config.name, config.identity(seeds, NORMALIZATION_VERSION))
-        before = await db.run(_last_capture)
+        crawl_id, gained = await db.run(open_crawl, config.name, config.identity(seeds, NORMALIZATION_VERSION))
         gatherer = Gatherer(
             client,
             keys,
@@ -117,6 +116,8 @@ async def _coordinate(
             near_distance=config.near_distance,
         )
         frontier = _frontier(client, keys, layout, config)
+        # Every node learns them from Redis: a crawl rebuilt there, or one an earlier webtrawl started, too.
+        await frontier.widen_scope(gained)
         restored = await restore_if_due(client, keys, db, crawl_id, frontier)
         if restored and say is not None:
             say(f"{keys.name}: the crawl was new in Redis: {restored:,} URL(s) restored from this directory's index")
@@ -130,6 +131,7 @@ async def _coordinate(
             revisited = await _requeue_due(db, crawl_id, frontier)
             if say is not None:
                 say(f"{keys.name}: {revisited:,} URL(s) due for a revisit went back to their partitions")
+        before = await db.run(_last_capture)  # what the index gathers from here on is this run's
         # A new run: a crawl stopped (or over, or idle between passes) before runs again; reports are this run's.
         if await client.get(keys.control) in (b"stop", b"finished", b"idle"):
             await client.set(keys.control, "run")
@@ -235,7 +237,8 @@ def _run_nodes(
 
     Counted from the index, not from what nodes say they fetched: a killed node says nothing, and a node's
     late fetches refused under a lease it had lost are not the crawl's. A node that left no final report (it
-    was killed or cut off) is shown from its last heartbeat, as `lost`.
+    was killed or cut off, or it stays for the next pass) is shown from its last heartbeat: its state is its
+    outcome (`lost` when that heartbeat is old).
     """
     nodes = {}
     for node in sorted(set(reports) | set(gathered)):
@@ -244,7 +247,7 @@ def _run_nodes(
             "host": last.get("host", ""),
             "pid": last.get("pid", 0),
             "elapsed": last.get("elapsed", 0),
-            "outcome": "lost",
+            "outcome": last.get("state", "lost"),
         }
         pages, size = gathered.get(node, (0, 0))
         elapsed = row.get("elapsed") or 0

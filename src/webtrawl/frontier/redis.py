@@ -262,6 +262,14 @@ class RedisFrontier:
             self._apply_heads(p, heads)
         return requeued
 
+    async def widen_scope(self, hosts: Sequence[str]) -> None:
+        """Make `hosts` part of the crawl's scope for every node (`cluster.scopehosts`)."""
+        if hosts:
+            await self._redis(
+                "widening the crawl's scope",
+                lambda: self._scripts.widen_scope(keys=[self._keys.scope], args=list(hosts)),
+            )
+
     def _apply_heads(self, p: int, heads: list[Any]) -> None:
         """Take in (host, head) pairs a script returned for partition `p`, if this node holds it."""
         if p not in self._known and self._leases.token(p) is None:
@@ -395,17 +403,13 @@ class RedisFrontier:
     # -- completing -------------------------------------------------------------------------------
 
     async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
-        """Hosts the scope gained first (`Keys.scope`), then children (in whatever partitions they live), then
-        the results, fenced by the leases.
+        """Children first (in whatever partitions they live), then the results, fenced by the leases.
 
         The archive checkpoint is saved locally before anything is completed in Redis: a crash in between
         leaves records whose URLs are fetched again (at least once), never a result without its record.
         """
         if self._save_checkpoint is not None and checkpoint:
             await self._save_checkpoint(checkpoint)
-        gained = [item.gained_host for item in batch if item.gained_host]
-        if gained:  # before the redirect targets: a node that fetches one has the host in scope
-            await self._redis("widening the crawl's scope", lambda: self._client.sadd(self._keys.scope, *gained))
         children = self._seen.fresh(child for item in batch for child in item.children)
         cash = None
         if self._importance:

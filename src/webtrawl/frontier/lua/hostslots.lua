@@ -9,6 +9,9 @@
 local key = KEYS[1]
 local op = ARGV[1]
 if op == 'give' then
+  if #ARGV < 2 then
+    return 0
+  end
   return redis.call('ZREM', key, unpack(ARGV, 2))
 end
 local t = redis.call('TIME')
