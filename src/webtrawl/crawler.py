@@ -273,64 +273,70 @@ class Crawler:
                 self._wake.set()
 
         archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None] = asyncio.Queue(maxsize=2)
+        ended = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as tg:
                 archiver = tg.create_task(self._archive_loop(results, archived, warc, mirror))
                 committer = tg.create_task(self._commit_loop(frontier, archived, handler.db))
-                live = tg.create_task(self._live_loop(frontier, handler.db, crawl_id))
-                while True:
-                    if self._stopping:
-                        outcome = self._stop_outcome
-                        break
-                    if deadline is not None and time.monotonic() >= deadline:
-                        outcome = "max-time"
-                        break
-                    # Media tasks have slots of their own; only those waiting for one take page slots, so
-                    # the frontier does not hand out more of them than the crawl can start.
-                    budget = config.concurrency - self.stats.fetching
-                    budget -= max(0, self.stats.media_tasks - config.media.concurrency)
-                    if config.max_pages is not None:
-                        budget = min(budget, config.max_pages - frontier.done_count() - frontier.running)
-                        if budget <= 0 and frontier.running == 0:
-                            outcome = "max-pages"
+                live = tg.create_task(self._live_loop(frontier, handler.db, crawl_id, ended))
+                try:
+                    while True:
+                        if self._stopping:
+                            outcome = self._stop_outcome
                             break
-                    if self._paused:
-                        budget = 0
-                    # robots.txt fetches are bounded like page fetches: a crawl that discovers 100,000
-                    # hosts must not start 100,000 of them at once.
-                    wanted = politeness.robots_wanted
-                    while wanted and not self._paused and len(robots_pending) < config.concurrency:
-                        host = next(iter(wanted))
-                        del wanted[host]
-                        if host not in robots_pending:
-                            robots_pending.add(host)
-                            tg.create_task(robots(host))
-                    self._wake.clear()  # before claiming: what happens from here on wakes the wait below
-                    entries = await frontier.claim(budget) if budget > 0 else []
-                    for entry in entries:
-                        if entry.kind == "media":
-                            self.stats.media_tasks += 1
-                        else:
-                            self.stats.fetching += 1
-                        task = tg.create_task(handle(entry))
-                        fetches.add(task)
-                        task.add_done_callback(fetches.discard)
-                    if frontier.exhausted() and not robots_pending:
-                        break
-                    if entries and len(entries) == budget:
-                        continue
-                    # With no fetch slot free, only an ending fetch (which sets the event) changes anything.
-                    wakeup = frontier.next_wakeup() if budget > 0 else None
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), timeout=1.0 if wakeup is None else min(wakeup, 1.0))
-                if fetches:
-                    _done, late = await asyncio.wait(fetches, timeout=STOP_GRACE)
-                    for task in late:
-                        task.cancel()
-                await results.put(None)
-                await archiver
-                await committer
-                live.cancel()
+                        if deadline is not None and time.monotonic() >= deadline:
+                            outcome = "max-time"
+                            break
+                        # Media tasks have slots of their own; only those waiting for one take page slots, so
+                        # the frontier does not hand out more of them than the crawl can start.
+                        budget = config.concurrency - self.stats.fetching
+                        budget -= max(0, self.stats.media_tasks - config.media.concurrency)
+                        if config.max_pages is not None:
+                            budget = min(budget, config.max_pages - frontier.done_count() - frontier.running)
+                            if budget <= 0 and frontier.running == 0:
+                                outcome = "max-pages"
+                                break
+                        if self._paused:
+                            budget = 0
+                        # robots.txt fetches are bounded like page fetches: a crawl that discovers 100,000
+                        # hosts must not start 100,000 of them at once.
+                        wanted = politeness.robots_wanted
+                        while wanted and not self._paused and len(robots_pending) < config.concurrency:
+                            host = next(iter(wanted))
+                            del wanted[host]
+                            if host not in robots_pending:
+                                robots_pending.add(host)
+                                tg.create_task(robots(host))
+                        self._wake.clear()  # before claiming: what happens from here on wakes the wait below
+                        entries = await frontier.claim(budget) if budget > 0 else []
+                        for entry in entries:
+                            if entry.kind == "media":
+                                self.stats.media_tasks += 1
+                            else:
+                                self.stats.fetching += 1
+                            task = tg.create_task(handle(entry))
+                            fetches.add(task)
+                            task.add_done_callback(fetches.discard)
+                        if frontier.exhausted() and not robots_pending:
+                            break
+                        if entries and len(entries) == budget:
+                            continue
+                        # With no fetch slot free, only an ending fetch (which sets the event) changes anything.
+                        wakeup = frontier.next_wakeup() if budget > 0 else None
+                        timeout = 1.0 if wakeup is None else min(wakeup, 1.0)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+                    if fetches:
+                        _done, late = await asyncio.wait(fetches, timeout=STOP_GRACE)
+                        for task in late:
+                            task.cancel()
+                    await results.put(None)
+                    await archiver
+                    await committer
+                finally:
+                    # On the way out of an error too; should a library swallow the cancellation, the flag ends it.
+                    ended.set()
+                    live.cancel()
         except ExceptionGroup as group:  # the archive or database failed (a full disk): say so plainly
             failures = group.subgroup(StoreError)
             if failures is None:
@@ -401,16 +407,19 @@ class Crawler:
         while await db.run(index_text):
             pass
 
-    async def _live_loop(self, frontier: Frontier, db: Database, crawl_id: int) -> None:
+    async def _live_loop(self, frontier: Frontier, db: Database, crawl_id: int, ended: asyncio.Event) -> None:
         """Every second: publish a snapshot in the store and obey the command a dashboard left there.
 
         Now and then it also checkpoints the WAL. A failure here is logged, never fatal: the live view
-        must not break the crawl (a full disk is reported by the committer).
+        must not break the crawl (a full disk is reported by the committer). It ends when cancelled, or at the
+        latest a round after `ended` is set: a cancellation lost in a library (redis-py's asyncio client can
+        lose one that lands inside its own timeouts, redis/redis-py#2551) must not keep the crawl's task group
+        open for ever.
         """
         counts = FrontierCounts()
         counted_at, count_cost = float("-inf"), 0.0
         checkpointed, last_command, failing = time.monotonic(), None, False
-        while True:
+        while not ended.is_set():
             try:
                 now = time.monotonic()
                 if now - counted_at >= count_cost / COUNTS_SHARE:
