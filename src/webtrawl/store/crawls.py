@@ -91,6 +91,9 @@ def crawl_name(conn: sqlite3.Connection, name: str | None) -> str:
 
 
 def crawl_id_of(conn: sqlite3.Connection, name: str | None) -> int:
-    """The id of crawl `name` (see `crawl_name`)."""
-    row = conn.execute("SELECT id FROM crawls WHERE name = ?", (crawl_name(conn, name),)).fetchone()
+    """The id of crawl `name` (see `crawl_name`): one indexed read when the name is there, as it mostly is
+    (the dashboard asks on every request)."""
+    row = conn.execute("SELECT id FROM crawls WHERE name = ?", (name,)).fetchone() if name is not None else None
+    if row is None:
+        row = conn.execute("SELECT id FROM crawls WHERE name = ?", (crawl_name(conn, name),)).fetchone()
     return int(row[0])
