@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
 from tests.redis_servers import RedisCluster, RedisServer, free_port
-from webtrawl.cluster.redisconn import check_server, connect, persist, pipelined
+from webtrawl.cluster.redisconn import cancel, check_server, connect, persist, pipelined
 from webtrawl.errors import ConfigError, RedisUnavailable
 
 
@@ -149,3 +149,23 @@ async def test_a_pipeline_retried_across_a_redis_restart_gets_every_reply() -> N
             assert await asyncio.wait_for(replies, 30) == [b"1", 3]
         finally:
             await client.aclose()
+
+
+async def test_a_task_that_loses_a_cancellation_is_cancelled_again() -> None:
+    """As redis-py's client can lose one (redis/redis-py#2551): the task must end all the same."""
+    lost = 0
+
+    async def loop() -> None:
+        nonlocal lost
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                if lost:
+                    raise
+                lost += 1  # swallowed, as a library would
+
+    task = asyncio.create_task(loop())
+    await asyncio.sleep(0)
+    await cancel({task})
+    assert task.cancelled() and lost == 1

@@ -240,3 +240,21 @@ async def pipelined(client: Client, fill: Callable[[Any], object], *, transactio
     pipe = client.pipeline(transaction=transaction)
     fill(pipe)
     return await pipe.execute()
+
+
+CANCEL_AGAIN = 0.5
+"""Seconds `cancel` gives a cancelled task before cancelling it again."""
+
+
+async def cancel(tasks: set[asyncio.Task[Any]]) -> None:
+    """Cancel `tasks` and wait until they are done, cancelling again any that goes on.
+
+    redis-py's asyncio client can lose a cancellation that lands while it waits on Redis
+    (redis/redis-py#2551): a task looping over Redis calls then goes on for ever, and the task group that
+    owns it never closes. Asked again, it meets the cancellation at its next wait.
+    """
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _done, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN)

@@ -34,7 +34,7 @@ from .coordinator import CoordinatorLease, Gatherer, check_present, create_or_jo
 from .keys import Keys
 from .leases import Leases
 from .node import HEARTBEAT, LIVE_FOR, NodeCrawler, live_nodes, register
-from .redisconn import check_server, connect, persist, pipelined, redact
+from .redisconn import cancel, check_server, connect, persist, pipelined, redact
 from .restore import restore_if_due
 
 log = logging.getLogger(__name__)
@@ -175,17 +175,14 @@ async def _coordinate(
                         crawler.stop()
                 else:
                     outcome = "stopped"  # by `webtrawl control stop`: in-flight fetches finished, nothing lost
-                for task in watchers:
-                    task.cancel()
+                await cancel(watchers)
                 if node_task is not None:
                     await node_task
                 # Nodes report when they leave: not after a pass that leaves them waiting for the next.
                 leaving = outcome != "interrupted" and config.revisit.every is None
                 reports = await _final_reports(client, sync, keys, gatherer, wait=leaving)
                 heartbeats = await persist("reading nodes", lambda: asyncio.to_thread(_all_nodes, sync, keys))
-                renewing.cancel()
-                if live is not None:
-                    live.cancel()
+                await cancel({renewing} if live is None else {renewing, live})
         if outcome == "finished":
             lost = await db.run(settle_unreached, crawl_id)
             if lost:
