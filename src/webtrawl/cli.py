@@ -24,9 +24,10 @@ import click
 from redis.exceptions import RedisError
 
 from . import __version__
-from .cluster.runs import OBEY_WAIT, crawl_status, print_nodes, print_status, run_coordinator, run_worker
-from .cluster.runs import OBEYED as DISTRIBUTED_OBEYED
-from .cluster.runs import control as distributed_control
+from .cluster.runs import run_coordinator, run_worker
+from .cluster.status import OBEY_WAIT, crawl_status, print_nodes, print_status
+from .cluster.status import OBEYED as DISTRIBUTED_OBEYED
+from .cluster.status import control as distributed_control
 from .config import CrawlConfig
 from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
+import redis
+import redis.cluster
 from redis.asyncio import Redis, SSLConnection
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection
@@ -127,6 +129,16 @@ async def _settings(client: Client, node: Redis | ClusterNode) -> dict[str, str]
         # redis-py types the reply as decoded `str | None`; with decode_responses=False it holds bytes, never None
         found.update({_text(key): _text(value) for key, value in reply.items()})  # type: ignore[arg-type]
     return found
+
+
+async def open_clients(url: str) -> tuple[Any, Any]:
+    """An asyncio client (`connect`, its server checked, warnings logged) and a blocking one for threads (the
+    heartbeat's, and the node table's reads)."""
+    client = await connect(url)
+    for warning in await check_server(client):
+        log.warning("%s", warning)
+    kind = redis.cluster.RedisCluster if isinstance(client, RedisCluster) else redis.Redis
+    return client, kind.from_url(url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT)
 
 
 def _build(kind: type[_C], url: str) -> _C:

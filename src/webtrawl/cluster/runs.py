@@ -12,14 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import redis
-import redis.cluster
-from redis.asyncio.cluster import RedisCluster
-
 from ..config import CrawlConfig
 from ..errors import ConfigError
 from ..fetch.politeness import Politeness
-from ..frontier.bloom import bloom_stats
 from ..frontier.redis import Layout, RedisFrontier
 from ..interrupts import Interrupts
 from ..models import NewURL
@@ -33,22 +28,15 @@ from ..urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
 from .coordinator import CoordinatorLease, Gatherer, check_present, create_or_join, load_crawl, scan, watch_for_end
 from .keys import Keys
 from .leases import Leases
-from .node import HEARTBEAT, LIVE_FOR, NodeCrawler, live_nodes, register
-from .redisconn import cancel, check_server, connect, persist, pipelined, redact
+from .node import HEARTBEAT, NodeCrawler, live_nodes, register
+from .redisconn import cancel, open_clients, persist, pipelined
 from .restore import restore_if_due
+from .status import all_nodes
 
 log = logging.getLogger(__name__)
 
 REPORT_WAIT = 10.0
 """Seconds the coordinator waits for live nodes' final reports once the crawl is over."""
-
-
-async def _open(url: str) -> tuple[Any, Any]:
-    client = await connect(url)
-    for warning in await check_server(client):
-        log.warning("%s", warning)
-    kind = redis.cluster.RedisCluster if isinstance(client, RedisCluster) else redis.Redis
-    return client, kind.from_url(url, socket_timeout=10, socket_connect_timeout=3)
 
 
 async def run_coordinator(
@@ -69,7 +57,7 @@ async def run_coordinator(
     to do leaves the crawl "idle" instead of finished: workers stay, and the next pass (`--recrawl` again)
     re-queues the URLs due by then.
     """
-    client, sync = await _open(url)
+    client, sync = await open_clients(url)
     keys = Keys(config.name)
     lease = CoordinatorLease(client, keys, layout.lease_ttl)
     try:
@@ -181,7 +169,7 @@ async def _coordinate(
                 # Nodes report when they leave: not after a pass that leaves them waiting for the next.
                 leaving = outcome != "interrupted" and config.revisit.every is None
                 reports = await _final_reports(client, sync, keys, gatherer, wait=leaving)
-                heartbeats = await persist("reading nodes", lambda: asyncio.to_thread(_all_nodes, sync, keys))
+                heartbeats = await persist("reading nodes", lambda: asyncio.to_thread(all_nodes, sync, keys))
                 await cancel({renewing} if live is None else {renewing, live})
         if outcome == "finished":
             lost = await db.run(settle_unreached, crawl_id)
@@ -352,7 +340,7 @@ async def run_worker(
 ) -> tuple[str, CrawlReport]:
     """Join crawl `name` as a node; returns the node id and its report when the crawl ends or it is stopped
     (with `interrupts`, the command's Ctrl-C, by an interrupt too: its fetches in flight finish)."""
-    client, sync = await _open(url)
+    client, sync = await open_clients(url)
     try:
         keys = Keys(name)
         overrides: dict[str, Any] = {}
@@ -395,135 +383,3 @@ async def _live_reports(
                 f"{info.get('pages_per_s', 0):>7.1f}/s  {info.get('in_flight', 0):>3} in flight  "
                 f"{len(info.get('partitions', [])):>3} partitions"
             )
-
-
-async def send_control(url: str, name: str, command: str) -> None:
-    """Set the crawl's control key; every node reads it at its next heartbeat."""
-    client = await connect(url)
-    try:
-        await _set_control(client, Keys(name), url, command)
-    finally:
-        await client.aclose()
-
-
-async def _set_control(client: Any, keys: Keys, url: str, command: str) -> None:
-    if not await client.exists(keys.meta):
-        raise ConfigError(f"no crawl named {keys.name!r} in the Redis at {redact(url)}")
-    await client.set(keys.control, "run" if command == "resume" else command)
-
-
-OBEYED = {"pause": ("paused",), "resume": ("running",), "stop": ("stopping", "left")}
-"""Per command, the states a node publishes once it obeyed."""
-OBEY_WAIT = 3 * HEARTBEAT + 1
-"""Seconds `control` waits for the nodes: each reads the command at a heartbeat and shows it at the next."""
-
-
-async def control(url: str, name: str, command: str) -> dict[str, str]:
-    """Send `command` to every node of the crawl and wait (a few seconds at most) until each live one obeyed.
-
-    Returns, for each node live when it was sent, the state it shows: one of `OBEYED[command]` if it obeyed.
-    """
-    client, sync = await _open(url)
-    try:
-        keys = Keys(name)
-        live = await asyncio.to_thread(live_nodes, sync, keys)
-        await _set_control(client, keys, url, command)
-        deadline = asyncio.get_running_loop().time() + OBEY_WAIT
-        while True:
-            nodes = await asyncio.to_thread(_all_nodes, sync, keys)
-            states = {node: str(nodes.get(node, {}).get("state", "lost")) for node in sorted(live)}
-            if (
-                all(state in OBEYED[command] for state in states.values())
-                or asyncio.get_running_loop().time() > deadline
-            ):
-                return states
-            await asyncio.sleep(0.2)
-    finally:
-        await client.aclose()
-        sync.close()
-
-
-def print_nodes(reports: dict[str, dict[str, Any]]) -> None:
-    """The final per-node table."""
-    if not reports:
-        return
-    print(f"{'node':8} {'host':16} {'pages':>8} {'bytes':>12} {'seconds':>8} {'pages/s':>8}")
-    for node, r in sorted(reports.items()):
-        print(
-            f"{node:8} {str(r.get('host', ''))[:16]:16} {r.get('pages', 0):>8,} {r.get('bytes', 0):>12,} "
-            f"{r.get('elapsed', 0):>8.1f} {r.get('pages_per_s', 0):>8.1f}"
-        )
-
-
-async def crawl_status(url: str, name: str) -> dict[str, Any]:
-    """What `webtrawl status --redis` shows: nodes, frontier counts, and the dedup filters' state."""
-    client, sync = await _open(url)
-    try:
-        keys = Keys(name)
-        _config, layout = await load_crawl(client, keys, out=Path("."))
-        waiting, running, _act, backlog = await scan(client, keys, layout.partitions)
-        pipe = client.pipeline(transaction=False)
-        for p in range(layout.partitions):
-            pipe.hmget(keys.counters(p), "done", "failed")
-        finished = [tuple(int(v or 0) for v in row) for row in await pipe.execute()]
-        nodes = await asyncio.to_thread(_all_nodes, sync, keys)
-        blooms = [await bloom_stats(client, keys.partition(p)) for p in range(layout.partitions)]
-        return {
-            "name": name,
-            "control": ((await client.get(keys.control)) or b"run").decode(),
-            "counts": {
-                "waiting": waiting,
-                "running": running,
-                "done": sum(done for done, _failed in finished),
-                "failed": sum(failed for _done, failed in finished),
-                "to gather": backlog,
-            },
-            "nodes": nodes,
-            "dedup": layout.dedup,
-            "bloom": {
-                "urls": sum(b.count for b in blooms),
-                "bytes": sum(b.bits for b in blooms) // 8,
-                "fill": max((b.fill_ratio for b in blooms), default=0.0),
-                "estimated_false_drops": sum(b.estimated_false_drops for b in blooms),
-            },
-        }
-    finally:
-        await client.aclose()
-        sync.close()
-
-
-def _all_nodes(client: Any, keys: Keys) -> dict[str, dict[str, Any]]:
-    """Every node that ever joined, with its last heartbeat's age in seconds (by Redis' clock)."""
-    seconds, micros = client.time()
-    now = seconds * 1000 + micros // 1000
-    nodes = {}
-    for node, raw in sorted(client.hgetall(keys.nodes).items()):
-        info = json.loads(raw)
-        info["heartbeat_age"] = round((now - info.get("at", now)) / 1000, 1)
-        if info.get("state") != "left" and info["heartbeat_age"] > LIVE_FOR:
-            info["state"] = "lost"  # no heartbeat for a while: dead, stopped or cut off
-        nodes[node.decode()] = info
-    return nodes
-
-
-def print_status(status: dict[str, Any]) -> None:
-    print(f"crawl {status['name']!r} ({status['control']})")
-    for label, count in status["counts"].items():
-        print(f"  {label:10} {count:>10,}")
-    print(
-        f"  {'node':8} {'host':16} {'pid':>7} {'state':9} {'parts':>5} {'pages':>8} {'pages/s':>8} "
-        f"{'in flight':>9} {'heartbeat':>10}"
-    )
-    for node, info in status["nodes"].items():
-        print(
-            f"  {node:8} {str(info.get('host', ''))[:16]:16} {info.get('pid', 0):>7} {info.get('state', '?'):9} "
-            f"{len(info.get('partitions', [])):>5} {info.get('pages', 0):>8,} {info.get('pages_per_s', 0):>8.1f} "
-            f"{info.get('in_flight', 0):>9} {info['heartbeat_age']:>8.1f} s"
-        )
-    bloom = status["bloom"]
-    if status["dedup"] == "bloom":
-        print(
-            f"  Bloom filters: {bloom['urls']:,} URLs in {bloom['bytes']:,} bytes, "
-            f"fullest {bloom['fill']:.1%} set; "
-            f"estimated URLs lost to false positives: {bloom['estimated_false_drops']:.1f}"
-        )

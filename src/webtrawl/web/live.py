@@ -1,7 +1,7 @@
 """The live part of the dashboard: the crawl's state as Server-Sent Events, Prometheus metrics, and control.
 
 An embedded crawl publishes a snapshot in its store every second and reads its control row there
-(`store.live`); a distributed crawl's nodes, counts and control are in Redis (`cluster.runs`). One reading,
+(`store.live`); a distributed crawl's nodes, counts and control are in Redis (`cluster.status`). One reading,
 refreshed at most once a second (every two for Redis, as often as nodes beat), is shared by every open
 dashboard and by /metrics, so ten open tabs cost the crawl what one does.
 
@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from redis.exceptions import RedisError
 from starlette.concurrency import run_in_threadpool
 
-from ..cluster.runs import crawl_status, send_control
+from ..cluster.status import crawl_status, send_control
 from ..errors import WebtrawlError
 from ..store.index import drop_counts, failure_counts
 from ..store.live import ACTIVE, STALE_AFTER, read_snapshot, send_command, stored_counts
@@ -57,7 +57,7 @@ class LiveView:
         self._read_at = 0.0
         self._stored: tuple[float, dict[str, Any]] | None = None
         if site.redis_url:
-            _quiet_repeats(logging.getLogger("webtrawl.cluster.runs"))
+            _quiet_repeats(logging.getLogger("webtrawl.cluster.redisconn"))
 
     async def current(self) -> dict[str, Any]:
         if self._state is None or time.monotonic() - self._read_at >= self._every:
