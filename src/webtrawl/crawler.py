@@ -410,11 +410,8 @@ class Crawler:
     async def _live_loop(self, frontier: Frontier, db: Database, crawl_id: int, ended: asyncio.Event) -> None:
         """Every second: publish a snapshot in the store and obey the command a dashboard left there.
 
-        Now and then it also checkpoints the WAL. A failure here is logged, never fatal: the live view
-        must not break the crawl (a full disk is reported by the committer). It ends when cancelled, or at the
-        latest a round after `ended` is set: a cancellation lost in a library (redis-py's asyncio client can
-        lose one that lands inside its own timeouts, redis/redis-py#2551) must not keep the crawl's task group
-        open for ever.
+        Now and then it also checkpoints the WAL. A failure here is logged, never fatal (a full disk is reported
+        by the committer). It also ends once `ended` is set: redis-py can lose a cancellation (redis/redis-py#2551).
         """
         counts = FrontierCounts()
         counted_at, count_cost = float("-inf"), 0.0
