@@ -8,7 +8,7 @@ from dataclasses import MISSING, fields
 import pytest
 
 from webtrawl.cluster.wire import VERSION, decode_completion, encode_completion
-from webtrawl.models import Capture, Completion, Entry, MediaFile, NewURL, Previous, WarcLocation
+from webtrawl.models import Capture, Completion, Entry, MediaFile, NewURL, Previous, Resource, WarcLocation
 from webtrawl.urls import fingerprint
 
 PAGE = "http://www.example.com/section/index.html"
@@ -77,6 +77,22 @@ def rich() -> Completion:
             simhash=-(2**63),
             duplicate_of=42,
             near_duplicate_of=-7,
+            resources=[
+                Resource(
+                    url="http://cdn.example.com/app.js",
+                    fetched_at=1_700_000_000.25,
+                    status=200,
+                    content_type="application/javascript",
+                    warc=WarcLocation(file="crawl-20231114221320-00001.warc.gz", offset=2**40 + 4096, length=512),
+                ),
+                Resource(
+                    url=f"urn:dom:{PAGE}",
+                    fetched_at=1_700_000_000.3,
+                    status=None,
+                    content_type="text/html",
+                    warc=WarcLocation(file="crawl-20231114221320-00001.warc.gz", offset=2**40 + 8192, length=99),
+                ),
+            ],
         ),
         children=[
             child(1),

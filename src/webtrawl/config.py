@@ -368,6 +368,49 @@ class MediaConfig:
         _positive("media-per-host", self.per_host)
 
 
+RenderMode = Literal["off", "all", "auto"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenderConfig:
+    """Rendering pages in headless Chromium (`--render`). Tunable: a crawl may start rendering on resume.
+
+    Which pages: every HTML page ("all"), or those whose served HTML looks built by script ("auto", see
+    `render.auto`); `match`, when given, narrows either to the URLs it matches (alone it means "all").
+    """
+
+    mode: RenderMode = "off"
+    match: str | None = None
+    """A regex a URL must match (`re.search`) to be rendered."""
+    timeout: float = 30.0
+    """Seconds one page's rendering may take, every behaviour included; what is there then is kept."""
+    concurrency: int = 2
+    """Pages rendered at once (each a browser tab)."""
+    behavior: str | None = None
+    """JavaScript run in every rendered page after the built-in behaviours: the text of `--behavior FILE`, kept
+    in the settings so every node of a distributed crawl runs the same script."""
+    screenshots: bool = False
+    """Keep a thumbnail of each rendered page in the archive."""
+    recycle_every: int = 50
+    """Pages one browser context renders before it is closed and a new one opened (bounded memory)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("off", "all", "auto"):
+            raise ConfigError(f"render mode {self.mode!r} must be off, all or auto")
+        if self.match is not None:
+            try:
+                re.compile(self.match)
+            except re.error as exc:
+                raise ConfigError(f"--render-match {self.match!r} is not a regular expression: {exc}") from None
+        _positive("render-timeout", self.timeout)
+        _positive("render-concurrency", self.concurrency)
+        _positive("render-recycle", self.recycle_every)
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+
 @dataclass(frozen=True, kw_only=True)
 class CrawlConfig:
     """Everything one crawl needs; `Crawler(config).run()` takes nothing else."""
@@ -380,6 +423,7 @@ class CrawlConfig:
     politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
     media: MediaConfig = field(default_factory=MediaConfig)
     revisit: RevisitConfig = field(default_factory=RevisitConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
     order: Order = "bfs"
     """Hand-out order within a depth: arrival ("bfs"), or most important first ("importance": OPIC cash)."""
     skip_near_duplicates: bool = False
@@ -433,6 +477,7 @@ class CrawlConfig:
             "politeness": PolitenessConfig,
             "media": MediaConfig,
             "revisit": RevisitConfig,
+            "render": RenderConfig,
         }
         for key in parts:  # a part given as a dict overrides the file's table field by field
             if isinstance(overrides.get(key), dict):

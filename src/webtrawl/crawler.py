@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -24,6 +25,7 @@ from .config import CrawlConfig
 from .errors import ConfigError, InvalidURL, StoreError
 from .faults import crash_point
 from .fetch.fetcher import Fetcher
+from .fetch.page import HttpPages, PageFetcher, Rendering
 from .fetch.politeness import Politeness
 from .fetch.robots import ALLOW_ALL, RobotsRules, fetch_robots
 from .fetch.sitemaps import Sitemaps
@@ -32,7 +34,7 @@ from .frontier.budgets import Budgets
 from .frontier.sqlite import SqliteFrontier
 from .media.handler import MediaHandler
 from .media.resolvers import Registry
-from .models import Capture, Entry, NewURL
+from .models import Capture, Entry, NewURL, Resource
 from .pages import PageHandler, PageResult
 from .scope import Scope, SharedHosts
 from .stats import CrawlReport, Stats
@@ -154,12 +156,15 @@ class Crawler:
                 await frontier.add(
                     [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
                 )
-                async with Fetcher(config.fetch, concurrency=config.concurrency, seeds=seeds) as fetcher:
+                async with (
+                    Fetcher(config.fetch, concurrency=config.concurrency, seeds=seeds) as fetcher,
+                    self._page_fetcher(fetcher, politeness) as pages,
+                ):
                     politeness.address_of = fetcher.address_of
                     handler = PageHandler(
                         config,
                         scope,
-                        fetcher,
+                        pages,
                         politeness,
                         db,
                         self.stats,
@@ -201,6 +206,18 @@ class Crawler:
             recrawl=config.revisit.recrawl,
             near_distance=config.near_distance,
         )
+
+    @contextlib.asynccontextmanager
+    async def _page_fetcher(self, fetcher: Fetcher, politeness: Politeness) -> AsyncIterator[PageFetcher]:
+        """How pages are fetched: as served, or rendered in Chromium where `--render` asks for it."""
+        if not self.config.render.enabled:
+            yield HttpPages(fetcher)
+            return
+        from .render.renderer import Renderer
+
+        robots = functools.partial(self._robots_rules, fetcher)
+        async with Renderer(self.config, fetcher, politeness, self.stats, robots) as renderer:
+            yield renderer
 
     async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
         return await fetch_robots(fetcher, host, self.config.fetch.user_agent)
@@ -466,6 +483,7 @@ class Crawler:
             failures=failures,
             drops=drops,
             media=media if any(media.values()) else {},
+            render=self.stats.render_counts() if self.config.render.enabled else {},
         )
 
 
@@ -476,9 +494,27 @@ def _archive(batch: list[PageResult], warc: WarcWriter, mirror: Mirror | None) -
         if result.outcome is not None and capture is not None:
             revisit = result.completion.entry.previous if capture.unchanged else None
             capture.warc = warc.write(result.outcome, revisit)
+            if result.rendering is not None:
+                _archive_rendering(result.rendering, capture, warc)
             if mirror is not None and result.decoded is not None:
                 mirror.write(capture.url, capture.content_type, result.decoded)
     return warc.flush()
+
+
+def _archive_rendering(rendering: Rendering, capture: Capture, warc: WarcWriter) -> None:
+    """After a rendered page's own records: its requests' (each naming the page), then its DOM and thumbnail."""
+    page_id, resources = warc.last_record_id, capture.resources
+    for outcome in rendering.resources:
+        location = warc.write(outcome, page_id=page_id)
+        resources.append(Resource(url=outcome.url, fetched_at=outcome.started_at, status=outcome.status,
+                                  content_type=outcome.content_type, warc=location))  # fmt: skip
+    made = [(f"urn:dom:{capture.url}", "text/html; charset=utf-8", rendering.dom)]
+    made.append((f"urn:thumbnail:{capture.url}", "image/jpeg", rendering.screenshot))
+    for uri, content_type, body in made:
+        if body:
+            location = warc.write_resource(uri, content_type, body, page_id, capture.fetched_at)
+            resources.append(Resource(url=uri, fetched_at=capture.fetched_at, status=None,
+                                      content_type=content_type.partition(";")[0], warc=location))  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -15,7 +15,15 @@ import click
 from click.core import ParameterSource
 
 from .cluster.node import HEARTBEAT
-from .config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, RevisitConfig, ScopeConfig
+from .config import (
+    CrawlConfig,
+    FetchConfig,
+    MediaConfig,
+    PolitenessConfig,
+    RenderConfig,
+    RevisitConfig,
+    ScopeConfig,
+)
 from .errors import ConfigError
 from .frontier.bloom import first_capacity
 from .frontier.redis import Layout
@@ -103,7 +111,20 @@ FLAG_FIELDS: dict[str, tuple[str | None, str, Callable[[Any], Any]]] = {
     "media_max_size": ("media", "max_size", lambda n: n or None),
     "media_concurrency": ("media", "concurrency", _same),
     "resolvers": ("media", "resolvers", _same),
+    "render": ("render", "mode", _same),
+    "render_match": ("render", "match", _same),
+    "render_timeout": ("render", "timeout", _same),
+    "render_concurrency": ("render", "concurrency", _same),
+    "behavior": ("render", "behavior", lambda path: _read_script(path)),
+    "screenshots": ("render", "screenshots", _same),
 }
+
+
+def _read_script(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read --behavior {path}: {exc}") from None
 
 
 CRAWL_OPTIONS = [
@@ -228,6 +249,24 @@ CRAWL_OPTIONS = [
         metavar="NAME",
         help="Use only these media resolvers (repeatable; 'generic' is the built-in one; default: all installed).",
     ),
+    click.option(
+        "--render",
+        type=click.Choice(["all", "auto", "off"]),
+        is_flag=False,
+        flag_value="all",
+        help="Render HTML pages in headless Chromium: every one (--render), or only those built by script "
+        "(--render auto). Needs pip install 'webtrawl[browser]'.",
+    ),
+    click.option("--render-match", metavar="REGEX", help="Render only the pages whose URL matches (implies --render)."),
+    click.option("--render-timeout", type=float, help="Seconds a page's rendering may take, behaviours included [30]."),
+    click.option("--render-concurrency", type=int, help="Pages rendered at once [2]."),
+    click.option(
+        "--behavior",
+        type=click.Path(path_type=Path, dir_okay=False),
+        metavar="FILE.js",
+        help="Run this script in every rendered page, after the built-in behaviours (an async function's body).",
+    ),
+    click.option("--screenshots", is_flag=True, help="Keep a thumbnail of each rendered page in the archive."),
     click.option("--recrawl", is_flag=True, help="Fetch again, conditionally, the pages whose revisit is due."),
     click.option(
         "--every", type=DURATION, metavar="DURATION", help="With --recrawl: keep going, a pass every 6h (s/m/h/d)."
@@ -296,9 +335,18 @@ def build_config(
     """
     if flags["retries"] < 0:
         raise ConfigError("--retries must be ≥ 0")
+    if flags.get("render_match") and flags.get("render") is None:
+        flags = {**flags, "render": "all"}  # a pattern of pages to render means rendering them
     ctx = click.get_current_context()
     given = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
-    parts: dict[str, dict[str, Any]] = {"scope": {}, "fetch": {}, "politeness": {}, "media": {}, "revisit": {}}
+    parts: dict[str, dict[str, Any]] = {
+        "scope": {},
+        "fetch": {},
+        "politeness": {},
+        "media": {},
+        "revisit": {},
+        "render": {},
+    }
     settings: dict[str, Any] = {"seeds": seeds, "out": out, "name": name}
     for flag, value in flags.items():
         if (config_file is not None and ctx.get_parameter_source(flag) not in given) or value is None:
@@ -314,6 +362,7 @@ def build_config(
         politeness=PolitenessConfig(**parts["politeness"]),
         media=MediaConfig(**parts["media"]),
         revisit=RevisitConfig(**parts["revisit"]),
+        render=RenderConfig(**parts["render"]),
     )
 
 

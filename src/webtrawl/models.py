@@ -169,6 +169,18 @@ class WarcLocation:
 
 
 @dataclass(slots=True, kw_only=True)
+class Resource:
+    """A record archived with a rendered page: a request the page made, its rendered DOM, its thumbnail."""
+
+    url: str
+    """The request's URL, or `urn:dom:URL` / `urn:thumbnail:URL` for the page's DOM and thumbnail."""
+    fetched_at: float
+    status: int | None
+    content_type: str
+    warc: WarcLocation
+
+
+@dataclass(slots=True, kw_only=True)
 class Capture:
     """One fetch of one URL as the page index keeps it."""
 
@@ -204,6 +216,8 @@ class Capture:
     """Fingerprint of the first URL whose content had the same digest."""
     near_duplicate_of: int | None = None
     """Fingerprint of an earlier page whose text is within the near-duplicate distance."""
+    resources: list[Resource] = field(default_factory=list)
+    """What was archived with the page when it was rendered (see `Resource`)."""
 
 
 @dataclass(slots=True, kw_only=True)

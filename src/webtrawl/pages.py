@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 from .config import CrawlConfig, FetchConfig
 from .errors import InvalidURL
-from .fetch.fetcher import Fetcher
+from .fetch.page import PageFetcher, Rendering
 from .fetch.politeness import Politeness
 from .fetch.robots import tag_directives
 from .media.resolvers import Page as MediaPage
 from .media.resolvers import Registry
-from .models import Capture, Completion, Entry, FetchOutcome, NewURL, ParsedPage, Previous
+from .models import Capture, Completion, Entry, FetchOutcome, Link, NewURL, ParsedPage, Previous
 from .parse.decode import decompress, sniff_charset, to_text
 from .parse.guarded import GuardedParser, ParseTimeout
 from .parse.simhash import hamming, simhash
@@ -48,6 +48,8 @@ class PageResult:
     """The response to archive (None when nothing was received)."""
     decoded: bytes | None = None
     """The decoded body, for the mirror."""
+    rendering: Rendering | None = None
+    """What the browser made of the page, when it was rendered: its requests' responses are archived too."""
 
 
 def retry_or_fail(fetch: FetchConfig, entry: Entry, reason: str, retry_after: float | None = None) -> Completion:
@@ -58,6 +60,18 @@ def retry_or_fail(fetch: FetchConfig, entry: Entry, reason: str, retry_after: fl
     if attempt >= fetch.max_attempts or waited + wait > fetch.max_retry_wait:
         return Completion(entry=entry, verdict="failed", reason=f"{reason} (after {attempt} attempts)")
     return Completion(entry=entry, verdict="retry", reason=reason, not_before=time.time() + wait)
+
+
+def _take_rendering(page: ParsedPage, rendering: Rendering) -> None:
+    """The rendered page is the page: its title and text, its links after the served HTML's (a link both have
+    keeps the served HTML's kind)."""
+    if rendering.title:
+        page.title = rendering.title
+    if not page.noindex:
+        page.text = rendering.text
+    if not page.nofollow:
+        known = {link.url for link in page.links}
+        page.links.extend(Link(link.url) for link in rendering.links if link.url not in known)
 
 
 def _conditional(previous: Previous | None) -> dict[str, str] | None:
@@ -79,7 +93,7 @@ class PageHandler:
         self,
         config: CrawlConfig,
         scope: Scope,
-        fetcher: Fetcher,
+        pages: PageFetcher,
         politeness: Politeness,
         db: Database,
         stats: Stats,
@@ -97,7 +111,7 @@ class PageHandler:
         self._recent: deque[tuple[int, int]] = deque(maxlen=RECENT_SIMHASHES)
         self._config = config
         self._scope = scope
-        self._fetcher = fetcher
+        self._pages = pages
         self._politeness = politeness
         self.db = db
         self._stats = stats
@@ -116,11 +130,13 @@ class PageHandler:
                 self._politeness.cancel(entry.host)
                 reason = "robots.txt unreachable" if rules.unreachable else "blocked by robots.txt"
                 return self._scheduled(PageResult(Completion(entry=entry, verdict="failed", reason=reason)))
-            outcome = None
+            outcome, rendering = None, None
             try:
-                outcome = await self._fetcher.fetch(
+                # A rendered page holds its host's slot until its rendering ends (see `render.renderer`).
+                fetched = await self._pages.fetch_page(
                     entry.url, any_type=entry.kind == "requisite", headers=_conditional(entry.previous)
                 )
+                outcome, rendering = fetched.outcome, fetched.rendering
             finally:
                 self._politeness.release(
                     entry.host,
@@ -129,12 +145,17 @@ class PageHandler:
                     ip=outcome.ip if outcome else None,
                 )
             self._stats.record(outcome.status, len(outcome.body), outcome.error)
-            return self._scheduled(await self._judge(entry, outcome, started))
+            if rendering is not None and rendering.error is not None:  # the browser died under it: try again
+                return PageResult(retry_or_fail(self._config.fetch, entry, rendering.error))
+            result = await self._judge(entry, outcome, started, rendering)
+            return self._scheduled(result)
         except Exception as exc:  # one URL's bug must not stop the crawl
             log.exception("error while handling %s", entry.url)
             return PageResult(Completion(entry=entry, verdict="failed", reason=f"internal error: {exc!r}"[:300]))
 
-    async def _judge(self, entry: Entry, outcome: FetchOutcome, started: float) -> PageResult:
+    async def _judge(
+        self, entry: Entry, outcome: FetchOutcome, started: float, rendering: Rendering | None = None
+    ) -> PageResult:
         capture = Capture(
             fp=entry.fp,
             url=entry.url,
@@ -186,6 +207,8 @@ class PageHandler:
             except ParseTimeout as exc:
                 completion.verdict, completion.reason = "failed", str(exc)
                 return PageResult(completion, archived)
+            if rendering is not None:
+                _take_rendering(page, rendering)
             self._apply_robots_tag(outcome, page)
             capture.title, capture.text = page.title, page.text
             capture.simhash = simhash(page.text)
@@ -200,7 +223,9 @@ class PageHandler:
                     self._add_links(entry, page, completion)
             if self._media is not None:
                 self._add_media(entry, text, page, completion, self._media)
-        return PageResult(completion, archived, decoded if self._config.mirror else None)
+            if rendering is not None:  # requests of the page that were not sent, and why
+                completion.drops.extend(rendering.refused)
+        return PageResult(completion, archived, decoded if self._config.mirror else None, rendering)
 
     async def _scope_grew(self, started: float, known: int, drops: list[tuple[str, str]]) -> bool:
         """Whether links judged with `known` hosts in scope must be judged again, because other processes of

@@ -100,9 +100,20 @@ class Progress:
         table.add_row("in flight", f"{stats.fetching}")
         table.add_row("done / failed", f"{counts.done:,} / {counts.failed:,}")
         table.add_row("errors", f"{stats.errors:,}")
+        if self._crawler.config.render.enabled:
+            table.add_row("rendered", _rendered(stats.render_counts()))
         depths = "  ".join(f"{d}:{n:,}" for d, n in sorted(counts.waiting_by_depth.items())[:10])
         table.add_row("waiting", f"{counts.waiting:,}" + (f"  by depth {depths}" if depths else ""))
         return Group(Text(f"webtrawl — crawl {self._crawler.config.name!r}", style="bold cyan"), table)
+
+
+def _rendered(counts: dict[str, float]) -> str:
+    """Rendering counters in a few words (see `Stats.render_counts`)."""
+    return (
+        f"{counts['rendered']:,.0f} pages in {counts['render_seconds']:,.1f} s, {counts['subresources']:,.0f} "
+        f"subresources, {counts['render_timeouts']:,.0f} cut by the timeout, {counts['browser_restarts']:,.0f} "
+        "browser restarts"
+    )
 
 
 def report_line(report: CrawlReport) -> str:
@@ -128,6 +139,8 @@ def print_report(report: CrawlReport, console: Console | None = None) -> None:
     summary.add_row("done (whole crawl)", f"{report.done_total:,}")
     summary.add_row("failed (whole crawl)", f"{report.failed_total:,}")
     summary.add_row("still waiting", f"{report.waiting:,}")
+    if report.render:
+        summary.add_row("rendered", _rendered(report.render))
     if report.media:
         media = report.media
         summary.add_row(

@@ -24,6 +24,14 @@ class Stats:
     media_tasks: int = 0
     """Media tasks handed out and not yet ended (waiting for a media slot or downloading)."""
     statuses: Counter[int] = field(default_factory=Counter)
+    rendered: int = 0
+    """Pages rendered in the browser in this run."""
+    render_seconds: float = 0.0
+    subresources: int = 0
+    """Requests of rendered pages fetched (and archived) in this run; those served from memory not counted."""
+    render_timeouts: int = 0
+    """Rendered pages some step of which `--render-timeout` cut short."""
+    browser_restarts: int = 0
     _window: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=64))
 
     def record(self, status: int | None, size: int, error: str | None) -> None:
@@ -33,6 +41,16 @@ class Stats:
         self.bytes += size
         if error or status is None or status >= 500 or status == 429:
             self.errors += 1
+
+    def render_counts(self) -> dict[str, float]:
+        """The rendering counters as the snapshot, the report and /metrics name them."""
+        return {
+            "rendered": self.rendered,
+            "render_seconds": round(self.render_seconds, 2),
+            "subresources": self.subresources,
+            "render_timeouts": self.render_timeouts,
+            "browser_restarts": self.browser_restarts,
+        }
 
     @property
     def elapsed(self) -> float:
@@ -69,6 +87,8 @@ class CrawlReport:
     statuses: dict[int, int]
     failures: dict[str, int]
     drops: dict[str, int]
+    render: dict[str, float] = field(default_factory=dict)
+    """With rendering: this run's rendered pages, render seconds, subresources, timeouts and browser restarts."""
     media: dict[str, int] = field(default_factory=dict)
     """Media files of the whole crawl (`store.media.media_counts`): stored, duplicates, failed, bytes."""
 

@@ -25,7 +25,15 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from ..config import CrawlConfig, FetchConfig, MediaConfig, PolitenessConfig, RevisitConfig, ScopeConfig
+from ..config import (
+    CrawlConfig,
+    FetchConfig,
+    MediaConfig,
+    PolitenessConfig,
+    RenderConfig,
+    RevisitConfig,
+    ScopeConfig,
+)
 from ..errors import ConfigError
 from ..frontier.redis import Layout
 from ..parse.simhash import NEAR_DISTANCE
@@ -72,6 +80,7 @@ def config_from_document(document: dict[str, Any], **overrides: Any) -> CrawlCon
     # parts added later: a crawl created before them has none
     values["media"] = MediaConfig(**_tuples(values.get("media", {})))
     values["revisit"] = RevisitConfig(**_tuples(values.get("revisit", {})))
+    values["render"] = RenderConfig(**_tuples(values.get("render", {})))
     values["seeds"] = tuple(values["seeds"])
     values.update(overrides)
     return CrawlConfig(**values)

@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from ..models import Capture, Completion, Entry, MediaFile, NewURL, Previous, WarcLocation
+from ..models import Capture, Completion, Entry, MediaFile, NewURL, Previous, Resource, WarcLocation
 
 VERSION = 1
 """The format written; entries of any other version are refused."""
@@ -78,6 +78,11 @@ def _encode_capture(capture: Capture) -> dict[str, Any]:
     doc["request_headers"] = capture.request_headers
     doc["response_headers"] = capture.response_headers
     doc["warc"] = None if warc is None else [warc.file, warc.offset, warc.length, warc.payload_digest]
+    if capture.resources:  # added later: optional
+        doc["resources"] = [
+            [r.url, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset, r.warc.length]
+            for r in capture.resources
+        ]
     return doc
 
 
@@ -142,6 +147,15 @@ def _decode_capture(doc: dict[str, Any]) -> Capture:
         request_headers=[(name, value) for name, value in doc["request_headers"]],
         response_headers=[(name, value) for name, value in doc["response_headers"]],
         warc=None if doc["warc"] is None else _decode_warc(*doc["warc"]),
+        resources=[_decode_resource(*resource) for resource in doc.get("resources", ())],
+    )
+
+
+def _decode_resource(
+    url: str, at: float, status: int | None, content_type: str, file: str, offset: int, length: int
+) -> Resource:
+    return Resource(
+        url=url, fetched_at=at, status=status, content_type=content_type, warc=_decode_warc(file, offset, length, None)
     )
 
 

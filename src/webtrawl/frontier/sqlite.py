@@ -29,7 +29,7 @@ from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import add_extra_hosts
 from ..store.db import Database, transaction
 from ..store.fingerprints import mark_fingerprints
-from ..store.index import capture_row, insert_captures
+from ..store.index import capture_row, insert_captures, insert_resources
 from ..store.media import insert_media
 from ..store.schedule import ENTRY, entry_of, record_schedules, requeue_due, supersede_text
 from ..urls import fingerprint
@@ -405,6 +405,7 @@ class SqliteFrontier:
             supersede_text(conn, crawl, batch)
             mark_fingerprints(conn, crawl, [item.capture for item in batch if item.capture], self._near_distance)
             insert_captures(conn, crawl, [capture_row(item.capture) for item in batch if item.capture])
+            insert_resources(conn, crawl, [item.capture for item in batch if item.capture])
             insert_media(conn, crawl, [(item.entry.fp, item.media) for item in batch if item.media])
             conn.executemany(
                 "UPDATE urls SET state = ?, reason = ?, not_before = ?, attempts = attempts + 1, updated_at = ? "

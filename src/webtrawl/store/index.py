@@ -76,6 +76,24 @@ def insert_captures(conn: sqlite3.Connection, crawl_id: int, rows: Sequence[tupl
     conn.executemany(_INSERT, [(crawl_id, *row) for row in rows])
 
 
+def insert_resources(
+    conn: sqlite3.Connection, crawl_id: int, captures: Sequence[Capture], node: str | None = None
+) -> None:
+    """The records archived with rendered pages, in the same transaction as the pages' captures."""
+    rows = [
+        (crawl_id, capture.fp, r.url, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset,
+         r.warc.length, node)
+        for capture in captures
+        for r in capture.resources
+    ]  # fmt: skip
+    if rows:
+        conn.executemany(
+            "INSERT INTO resources(crawl_id, page_fp, url, fetched_at, status, content_type, warc_file, warc_offset,"
+            " warc_length, node) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+
 INDEX_CHUNK = 2000
 """Captures indexed for search in one statement."""
 

@@ -33,7 +33,7 @@ from ..urls import fingerprint
 from .crawls import add_extra_hosts
 from .db import transaction
 from .fingerprints import mark_fingerprints
-from .index import capture_row, insert_captures
+from .index import capture_row, insert_captures, insert_resources
 from .media import insert_media, url_of
 from .schedule import record_schedules, supersede_text
 
@@ -130,6 +130,9 @@ def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item], near_
         supersede_text(conn, crawl_id, completions)
         mark_fingerprints(conn, crawl_id, [c.capture for c in completions if c.capture], near_distance)
         insert_captures(conn, crawl_id, [capture_row(c.capture, node, key) for key, c, node in fresh if c.capture])
+        for _key, c, node in fresh:
+            if c.capture is not None and c.capture.resources:
+                insert_resources(conn, crawl_id, [c.capture], node)
         for _key, c, node in fresh:
             if c.media is not None:
                 if not c.media.page_url and c.entry.referrer_fp is not None:  # a node knows fingerprints only

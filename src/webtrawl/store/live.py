@@ -45,6 +45,7 @@ def snapshot(state: str, stats: Stats, counts: FrontierCounts) -> dict[str, Any]
         "fetching": stats.fetching,
         "statuses": {str(status): n for status, n in sorted(stats.statuses.items())},
         "pages_per_second": round(pages_per_second, 2),
+        "render": stats.render_counts(),
         "bytes_per_second": round(bytes_per_second),
         "counts": {
             "waiting": counts.waiting,

@@ -223,4 +223,22 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY(crawl_id, band, fp)
     ) WITHOUT ROWID;
     """,
+    # 10: what was archived with a rendered page (its requests, its DOM, its thumbnail), found by URL and time
+    # when the archive replays the page (see `store.replay`).
+    """
+    CREATE TABLE resources(
+        id INTEGER PRIMARY KEY,
+        crawl_id INTEGER NOT NULL,
+        page_fp INTEGER NOT NULL,
+        url TEXT NOT NULL,
+        fetched_at REAL NOT NULL,
+        status INTEGER,
+        content_type TEXT NOT NULL,
+        warc_file TEXT NOT NULL,
+        warc_offset INTEGER NOT NULL,
+        warc_length INTEGER NOT NULL,
+        node TEXT
+    );
+    CREATE INDEX resources_url ON resources(crawl_id, url, fetched_at);
+    """,
 )

@@ -157,6 +157,8 @@ class WarcWriter:
         self._warcinfo_id = ""
         self._written: dict[str, int] = {}
         self._failed: str | None = None
+        self.last_record_id = ""
+        """The WARC-Record-ID of the last response (or revisit) record written: what records of its page name."""
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
             self._recover(committed)
@@ -193,7 +195,7 @@ class WarcWriter:
             self._name, self._size = newest, ours[newest]
             self._warcinfo_id = _first_record_id(path)
 
-    def write(self, outcome: FetchOutcome, revisit: Previous | None = None) -> WarcLocation:
+    def write(self, outcome: FetchOutcome, revisit: Previous | None = None, page_id: str = "") -> WarcLocation:
         """Append the response record and its request record; return where the response record is.
 
         The response block is the status line, the headers as received (see `_header_lines`) and the
@@ -203,6 +205,8 @@ class WarcWriter:
         With `revisit` (a re-fetch that brought nothing new) the response is a revisit record instead:
         status line and headers only, referring to the earlier capture — profile "server-not-modified" for
         a 304, "identical-payload-digest" for a body equal to the one archived before.
+
+        `page_id`: the response record of the rendered page that made this request (`WARC-Page-ID`).
         """
         if outcome.status is None:
             raise ValueError(f"no response to archive for {outcome.url}")
@@ -211,7 +215,7 @@ class WarcWriter:
         try:
             if self._file is None or self._size >= self._max_size:
                 self._rotate()
-            return self._append(outcome, revisit)
+            return self._append(outcome, revisit, page_id)
         except OSError as exc:
             self._failed = self._write_error(exc)
             raise StoreError(self._failed) from exc
@@ -224,7 +228,31 @@ class WarcWriter:
             )
         return f"cannot write the archive file {self._name}: {exc}"
 
-    def _append(self, outcome: FetchOutcome, revisit: Previous | None) -> WarcLocation:
+    def write_resource(self, uri: str, content_type: str, body: bytes, page_id: str, when: float) -> WarcLocation:
+        """Append a resource record made by webtrawl for a rendered page (its DOM, its thumbnail)."""
+        if self._failed is not None:
+            raise StoreError(self._failed)
+        try:
+            if self._file is None or self._size >= self._max_size:
+                self._rotate()
+            digest = sha1_digest(body)
+            lines = ["WARC-Type: resource", f"WARC-Record-ID: {_record_id()}", f"WARC-Date: {_warc_date(when)}"]
+            lines += [f"WARC-Target-URI: {uri}", f"WARC-Concurrent-To: {page_id}"]
+            if self._warcinfo_id:
+                lines.append(f"WARC-Warcinfo-ID: {self._warcinfo_id}")
+            lines += [f"WARC-Payload-Digest: {digest}", f"WARC-Block-Digest: {digest}", f"Content-Type: {content_type}"]
+            record = _record(lines, (body,))
+            offset = self._size
+            assert self._file is not None
+            self._file.write(record)
+            self._size += len(record)
+            self._written[self._name] = self._size
+            return WarcLocation(file=self._name, offset=offset, length=len(record), payload_digest=digest)
+        except OSError as exc:
+            self._failed = self._write_error(exc)
+            raise StoreError(self._failed) from exc
+
+    def _append(self, outcome: FetchOutcome, revisit: Previous | None, page_id: str) -> WarcLocation:
         assert self._file is not None
         shared = [
             f"WARC-Date: {_warc_date(outcome.started_at)}",
@@ -234,6 +262,8 @@ class WarcWriter:
             shared.append(f"WARC-Warcinfo-ID: {self._warcinfo_id}")
         if outcome.ip:
             shared.append(f"WARC-IP-Address: {outcome.ip}")
+        if page_id:
+            shared.append(f"WARC-Page-ID: {page_id}")
         response_id, body = _record_id(), outcome.body
         status_line = f"HTTP/{outcome.http_version} {outcome.status} {outcome.reason}"
         head = _encode_head([status_line, *_header_lines(outcome.headers)])
@@ -273,6 +303,7 @@ class WarcWriter:
         self._size += len(response) + len(request)
         self._written[self._name] = self._size
         length = len(response)
+        self.last_record_id = response_id
         return WarcLocation(file=self._name, offset=offset, length=length, payload_digest=payload_digest)
 
     def _rotate(self) -> None:

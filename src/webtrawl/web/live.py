@@ -96,6 +96,7 @@ class LiveView:
             "bytes_per_second": snap.get("bytes_per_second", 0) if live else 0,
             "eta_seconds": _eta(counts, pages_per_second),
             "statuses": snap.get("statuses", {}),
+            "render": snap.get("render", {}),
             "counts": counts,
             "nodes": [],
         }

@@ -60,6 +60,10 @@ def render_metrics(state: Mapping[str, Any], failures: Mapping[str, int], drops:
     metric("bytes_per_second", "gauge", "Body bytes per second over the last seconds.", one(state["bytes_per_second"]))
     metric("failed_urls", "gauge", "Failed URLs by reason (the whole crawl).", _by("reason", failures))
     metric("dropped_urls", "gauge", "URLs the scope or a budget dropped, by reason.", _by("reason", drops))
+    render = state.get("render") or {}
+    if render.get("rendered") or render.get("browser_restarts"):
+        for name, key, kind, about in _RENDER_METRICS:
+            metric(name, kind, about, one(render.get(key, 0)))
     nodes = state["nodes"]
     if nodes:
         for name, key, kind, about in _NODE_METRICS:
@@ -75,6 +79,14 @@ def render_metrics(state: Mapping[str, Any], failures: Mapping[str, int], drops:
         )
     return "\n".join(out) + "\n"
 
+
+_RENDER_METRICS = (
+    ("rendered_pages_total", "rendered", "counter", "Pages rendered in the browser in this run."),
+    ("render_seconds_total", "render_seconds", "counter", "Seconds spent rendering pages in this run."),
+    ("subresources_total", "subresources", "counter", "Requests of rendered pages fetched and archived this run."),
+    ("render_timeouts_total", "render_timeouts", "counter", "Rendered pages a step of which hit --render-timeout."),
+    ("browser_restarts_total", "browser_restarts", "counter", "Browsers started again after a crash this run."),
+)
 
 _NODE_METRICS = (
     ("node_pages_total", "pages", "counter", "Responses a node received in its run."),

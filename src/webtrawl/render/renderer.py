@@ -1,0 +1,444 @@
+"""The rendering page fetcher: the page's response from the crawl's fetcher, then the page run in Chromium
+with every request it makes served by that same fetcher.
+
+Why every request goes through webtrawl: the private-network guard, robots.txt, the crawl's User-Agent and
+cookies, and the archive all live there, so a rendered page keeps every guarantee a fetched one has, and
+the WARC holds the bytes as received of everything the page loaded. The browser is proxied to nowhere
+(`browser.CHROMIUM_ARGS`): what escapes the routes reaches nothing.
+
+Pacing: the page itself is fetched at its host's pace, and its host slot stays taken until the rendering
+ends, so the host's delay runs from the end of a rendering to the start of the next page. The page's own
+requests (its requisites) are not spaced by the delay — a page needs them together to load in reasonable
+time, as a browser loads them — but at most `REQUISITES_PER_HOST` are in flight to one host at once, across
+every page being rendered, and a requisite already fetched in this run is served from memory, not fetched
+or archived again (`ResourceCache`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+
+from ..config import CrawlConfig
+from ..errors import InvalidURL
+from ..fetch.fetcher import Fetcher
+from ..fetch.page import PageFetch, Rendering
+from ..fetch.politeness import Politeness
+from ..fetch.robots import ALLOW_ALL, RobotsRules
+from ..models import FetchOutcome, Link
+from ..parse.decode import decompress
+from ..parse.html import MAX_TEXT
+from ..stats import Stats
+from ..urls import normalize, origin
+from .auto import looks_scripted
+from .browser import BrowserGone, Chromium
+
+if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext, Dialog, Page, Request, Route
+
+log = logging.getLogger(__name__)
+
+PAGE_SCRIPT = files(__package__).joinpath("page.js").read_text()
+BEHAVIORS = files(__package__).joinpath("behaviors.js").read_text()
+
+REQUISITES_PER_HOST = 6
+"""Requests of rendered pages in flight to one host at once (what a browser opens per host)."""
+IDLE_QUIET = 0.5
+"""Seconds without a request in flight after which the network counts as idle."""
+STEP_IDLE = 2.0
+"""Seconds a behaviour step waits at most for the network to settle before the next step."""
+MAX_SCROLLS = 30
+MAX_LINKS = 10_000
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
+_HOP_HEADERS = frozenset(
+    {"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive", "trailer", "upgrade"}
+)
+"""Headers not handed to the browser with a body it gets decoded and whole."""
+
+
+STATIC_TYPES = ("text/css", "image/", "font/", "application/font", "application/x-font")
+SCRIPT_TYPES = frozenset({"application/javascript", "text/javascript", "application/x-javascript", "text/ecmascript"})
+
+
+class ResourceCache:
+    """Responses to rendered pages' requests kept in memory, so one stylesheet shared by a thousand pages is
+    fetched and archived once per run. Bounded in bytes; least recently used first out."""
+
+    MAX_ENTRY = 2 * 1024 * 1024
+    MAX_TOTAL = 64 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, FetchOutcome] = OrderedDict()
+        self._size = 0
+
+    def get(self, url: str) -> FetchOutcome | None:
+        found = self._entries.get(url)
+        if found is not None:
+            self._entries.move_to_end(url)
+        return found
+
+    def put(self, outcome: FetchOutcome) -> None:
+        """Keep a static file (style, script, font, image); answers to a page's calls (JSON, HTML) may change
+        from one call to the next, and are fetched each time."""
+        cache_control = (outcome.header("Cache-Control") or "").lower()
+        if outcome.status != 200 or outcome.truncated or "no-store" in cache_control:
+            return
+        if not outcome.content_type.startswith(STATIC_TYPES) and outcome.content_type not in SCRIPT_TYPES:
+            return
+        if len(outcome.body) > self.MAX_ENTRY or outcome.url in self._entries:
+            return
+        self._entries[outcome.url] = outcome
+        self._size += len(outcome.body)
+        while self._size > self.MAX_TOTAL:
+            _url, old = self._entries.popitem(last=False)
+            self._size -= len(old.body)
+
+
+class _Session:
+    """One page being rendered: what its requests brought, and whether the network is quiet."""
+
+    def __init__(self, url: str, outcome: FetchOutcome, max_size: int) -> None:
+        self.url = url
+        self.outcome = outcome
+        self.max_size = max_size
+        self.document_served = False
+        self.rendering = Rendering()
+        self.links: dict[str, None] = {}
+        self.in_flight = 0
+        self.last_activity = time.monotonic()
+        self.crashed = False
+        self.popups: list[Any] = []
+
+    def note_link(self, url: str) -> None:
+        try:
+            link = normalize(url)
+        except InvalidURL:
+            return
+        if link.startswith(("http://", "https://")) and len(self.links) < MAX_LINKS:
+            self.links[link] = None
+
+    def quiet_for(self, since: float) -> float:
+        return 0.0 if self.in_flight else time.monotonic() - max(self.last_activity, since)
+
+
+class Renderer:
+    """A `PageFetcher` that renders the pages its config chooses and fetches the others as `HttpPages` does.
+
+    `async with Renderer(...)`: Chromium starts with the first page to render and ends with the block.
+    """
+
+    def __init__(
+        self,
+        config: CrawlConfig,
+        fetcher: Fetcher,
+        politeness: Politeness,
+        stats: Stats,
+        robots: Callable[[str], Awaitable[RobotsRules]],
+    ) -> None:
+        """`robots(origin)`: a host's robots.txt rules, for requests of pages to hosts the crawl has not met."""
+        self._config = config
+        self._render = config.render
+        self._match = re.compile(config.render.match) if config.render.match else None
+        self._fetcher = fetcher
+        self._politeness = politeness
+        self._stats = stats
+        self._robots_source = robots
+        self._robots: OrderedDict[str, asyncio.Task[RobotsRules]] = OrderedDict()
+        self._per_host: dict[str, asyncio.Semaphore] = {}
+        self._cache = ResourceCache()
+        self._slots = asyncio.Semaphore(config.render.concurrency)
+        self._sessions: dict[Any, _Session] = {}
+        self._stack = AsyncExitStack()
+        self._chromium = Chromium(
+            recycle_every=config.render.recycle_every, user_agent=config.fetch.user_agent, setup=self._setup
+        )
+        self._behavior = f"(async () => {{\n{config.render.behavior}\n}})()" if config.render.behavior else None
+
+    async def __aenter__(self) -> Renderer:
+        await self._stack.enter_async_context(self._chromium)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in self._robots.values():
+            task.cancel()
+        await self._stack.aclose()
+
+    @property
+    def browser_restarts(self) -> int:
+        return self._chromium.restarts
+
+    async def fetch_page(self, url: str, *, any_type: bool = False, headers: dict[str, str] | None = None) -> PageFetch:
+        outcome = await self._fetcher.fetch(url, any_type=any_type, headers=headers)
+        if not self._wanted(url, outcome):
+            return PageFetch(outcome)
+        async with self._slots:
+            rendering = await self._rendering(url, outcome)
+        stats = self._stats
+        stats.browser_restarts = self._chromium.restarts
+        if rendering.error is None:
+            stats.rendered += 1
+            stats.render_seconds += rendering.seconds
+            stats.subresources += len(rendering.resources)
+            stats.render_timeouts += bool(rendering.timeouts)
+        return PageFetch(outcome, rendering)
+
+    def _wanted(self, url: str, outcome: FetchOutcome) -> bool:
+        """Whether this response is a page to render (see `RenderConfig`)."""
+        if outcome.status is None or not 200 <= outcome.status < 300 or not outcome.body:
+            return False
+        if outcome.content_type not in HTML_TYPES or (self._match is not None and not self._match.search(url)):
+            return False
+        if self._render.mode == "auto":
+            return looks_scripted(_decoded(outcome, self._config.fetch.max_size), url) is not None
+        return True
+
+    async def _setup(self, context: BrowserContext) -> None:
+        await context.add_init_script(PAGE_SCRIPT)
+        await context.route("**/*", self._route)
+        # A WebSocket the page opens is answered by no one: it would reach the network on its own.
+        await context.route_web_socket("**/*", lambda _socket: None)
+
+    async def _rendering(self, url: str, outcome: FetchOutcome) -> Rendering:
+        session = _Session(url, outcome, self._config.fetch.max_size)
+        rendering = session.rendering
+        started = time.monotonic()
+        try:
+            async with self._chromium.page() as page:
+                self._sessions[page] = session
+                try:
+                    await self._steps(page, session, started + self._render.timeout)
+                finally:
+                    del self._sessions[page]
+                    for popup in session.popups:
+                        self._sessions.pop(popup, None)
+                        await _close_popup(popup)
+        except BrowserGone as exc:
+            rendering.error = f"browser crashed: {exc}"[:200]
+        if session.crashed and rendering.error is None:
+            rendering.error = "the page crashed the browser tab"
+        rendering.links = [Link(link) for link in session.links]
+        rendering.seconds = time.monotonic() - started
+        return rendering
+
+    async def _steps(self, page: Page, session: _Session, deadline: float) -> None:
+        """Load, settle, scroll, play, the user's behaviour, then read what is there; each step within what is
+        left of the page's time. A step cut short is named in `timeouts`; the page keeps what it had by then."""
+        from playwright.async_api import Error as PlaywrightError
+
+        rendering = session.rendering
+        page.on("dialog", lambda dialog: asyncio.ensure_future(_dismiss(dialog)))
+        page.on("crash", lambda _page: setattr(session, "crashed", True))
+        page.on("popup", lambda popup: self._adopt(popup, session))
+        page.set_default_timeout(self._render.timeout * 1000)
+
+        async def step(name: str, action: Callable[[], Awaitable[Any]], limit: float | None = None) -> Any:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or session.crashed:
+                return None
+            try:
+                async with asyncio.timeout(remaining if limit is None else min(remaining, limit)):
+                    return await action()
+            except TimeoutError:
+                rendering.timeouts.append(name)
+            except PlaywrightError as exc:
+                if not page.context.browser or not page.context.browser.is_connected():
+                    raise BrowserGone(str(exc).splitlines()[0]) from None
+                log.debug("rendering %s: %s failed: %s", session.url, name, exc)
+            return None
+
+        async def idle(limit: float) -> bool:
+            """Wait until no request was in flight for `IDLE_QUIET` seconds since now: what a step starts
+            (a scroll's fetch) begins a moment after it."""
+            since = time.monotonic()
+            end = since + limit
+            while session.quiet_for(since) < IDLE_QUIET:
+                if time.monotonic() >= end:
+                    return False
+                await asyncio.sleep(0.05)
+            return True
+
+        async def settle(name: str, limit: float) -> None:
+            if not await step(name, lambda: idle(limit)) and name not in rendering.timeouts:
+                rendering.timeouts.append(name)
+
+        await step("load", lambda: page.goto(session.url, wait_until="load"))
+        await settle("network-idle", max(STEP_IDLE, self._render.timeout / 3))
+        snapshot = await step("snapshot", lambda: self._snapshot(page, dom=False))
+        await step("scroll", lambda: self._scroll(page, idle))
+        await step("play", lambda: page.evaluate(f"({BEHAVIORS}).play()"))
+        await settle("network-idle", STEP_IDLE)
+        if (behavior := self._behavior) is not None:
+            await step("behavior", lambda: page.evaluate(behavior))
+            await settle("network-idle", STEP_IDLE)
+        snapshot = await step("snapshot", lambda: self._snapshot(page, dom=True)) or snapshot
+        if snapshot is not None:
+            rendering.title, rendering.text = snapshot["title"][:1000], snapshot["text"]
+            for link in snapshot["links"]:
+                session.note_link(link)
+            if snapshot["dom"]:
+                rendering.dom = snapshot["dom"].encode("utf-8", errors="replace")
+        if self._render.screenshots:
+            rendering.screenshot = await step("screenshot", lambda: _thumbnail(page))
+
+    def _adopt(self, popup: Page, session: _Session) -> None:
+        """A window the page opened (a link with a target): where it goes is a link of the page, and it is
+        closed with the page."""
+        session.popups.append(popup)
+        session.document_served = True
+        self._sessions[popup] = session
+
+    async def _snapshot(self, page: Page, *, dom: bool) -> dict[str, Any]:
+        limits = {"links": MAX_LINKS, "text": MAX_TEXT, "dom": self._config.fetch.max_size if dom else 0}
+        result: dict[str, Any] = await page.evaluate(f"(limits) => ({BEHAVIORS}).snapshot(limits)", limits)
+        return result
+
+    async def _scroll(self, page: Page, idle: Callable[[float], Awaitable[bool]]) -> None:
+        """Scroll to the bottom until the page stops growing (twice the same height)."""
+        heights: list[int] = []
+        for _ in range(MAX_SCROLLS):
+            heights.append(await page.evaluate(f"({BEHAVIORS}).scroll()"))
+            await idle(STEP_IDLE)
+            if len(heights) >= 2 and heights[-1] == heights[-2]:
+                return
+
+    async def _route(self, route: Route, request: Request) -> None:
+        """Every request of every rendered page: the page's own document, or a request served by the fetcher."""
+        try:
+            session = self._sessions.get(request.frame.page)
+        except Exception:  # a frame already gone (its page closed): nothing is waiting for the answer
+            session = None
+        if session is None:
+            await _abort(route, "aborted")
+            return
+        url = request.url
+        if request.is_navigation_request() and request.frame.parent_frame is None:
+            if not session.document_served:
+                session.document_served = True
+                await _fulfill(route, session.outcome, session.max_size)
+            else:  # the page wants to go elsewhere: that address is a link, and the page stays
+                session.note_link(url)
+                await _abort(route, "aborted")
+            return
+        if request.is_navigation_request():
+            session.note_link(url)  # a frame's document is a page of its own too
+        session.rendering.requests += 1
+        if not url.startswith(("http://", "https://")):
+            await _abort(route, "blockedbyclient")
+            return
+        if request.method != "GET":
+            session.rendering.refused.append((url, f"method {request.method}"))
+            await _abort(route, "blockedbyclient")
+            return
+        session.in_flight += 1
+        try:
+            outcome = await self._requisite(session, url, request.headers)
+        finally:
+            session.in_flight -= 1
+            session.last_activity = time.monotonic()
+        if outcome is None:
+            await _abort(route, "blockedbyclient")
+        elif outcome.status is None:
+            await _abort(route, "blockedbyclient" if (outcome.error or "").startswith("blocked") else "failed")
+        else:
+            await _fulfill(route, outcome, session.max_size)
+
+    async def _requisite(self, session: _Session, url: str, browser_headers: dict[str, str]) -> FetchOutcome | None:
+        """A request of a rendered page: from the cache, or refused, or fetched (and then archived)."""
+        cached = self._cache.get(url)
+        if cached is not None:
+            return cached
+        try:
+            site = origin(normalize(url))
+        except InvalidURL:
+            return None
+        rules = await self._robots_for(site)
+        if not rules.allowed(url):
+            session.rendering.refused.append((url, "robots.txt"))
+            return None
+        headers = {name: value for name, value in browser_headers.items() if name.lower() in ("referer", "accept")}
+        async with self._per_host.setdefault(site, asyncio.Semaphore(REQUISITES_PER_HOST)):
+            outcome = await self._fetcher.fetch(url, any_type=True, headers=headers)
+        if outcome.status is None and (outcome.error or "").startswith("blocked"):
+            session.rendering.refused.append((url, "private-address"))
+            return outcome
+        if outcome.status is not None:
+            session.rendering.resources.append(outcome)
+            self._cache.put(outcome)
+        return outcome
+
+    async def _robots_for(self, site: str) -> RobotsRules:
+        """The robots.txt rules of `site`: the crawl's own when it knows the host, else fetched once a run."""
+        if not self._config.fetch.respect_robots:
+            return ALLOW_ALL
+        known = self._politeness.rules(site)
+        if known is not None:
+            return known
+        task = self._robots.get(site)
+        if task is None:
+            task = self._robots[site] = asyncio.ensure_future(self._robots_source(site))
+            while len(self._robots) > 10_000:
+                self._robots.popitem(last=False)[1].cancel()
+        return await asyncio.shield(task)
+
+
+def _decoded(outcome: FetchOutcome, max_size: int) -> str:
+    body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), max_size)
+    return body.decode("utf-8", errors="replace")
+
+
+async def _fulfill(route: Route, outcome: FetchOutcome, max_size: int) -> None:
+    """Hand the browser a response as the fetcher received it, its body decoded (the browser gets no
+    Content-Encoding from a fulfilled request)."""
+    assert outcome.status is not None
+    body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), max_size)
+    headers: dict[str, str] = {}
+    for name, value in outcome.headers:
+        lower = name.lower()
+        if lower in _HOP_HEADERS:
+            continue
+        headers[lower] = f"{headers[lower]}\n{value}" if lower == "set-cookie" and lower in headers else value
+    try:
+        await route.fulfill(status=outcome.status, headers=headers, body=body)
+    except Exception as exc:  # the page went away meanwhile
+        log.debug("could not answer %s: %s", outcome.url, exc)
+
+
+async def _abort(route: Route, code: str) -> None:
+    try:
+        await route.abort(code)
+    except Exception as exc:  # the page went away meanwhile
+        log.debug("could not refuse a request: %s", exc)
+
+
+async def _dismiss(dialog: Dialog) -> None:
+    try:
+        await dialog.dismiss()
+    except Exception as exc:
+        log.debug("dialog: %s", exc)
+
+
+async def _close_popup(popup: Page) -> None:
+    try:
+        await popup.close(run_before_unload=False)
+    except Exception as exc:
+        log.debug("popup: %s", exc)
+
+
+async def _thumbnail(page: Page) -> bytes:
+    """A quarter-size JPEG of the visible part of the page."""
+    import base64
+
+    session = await page.context.new_cdp_session(page)
+    try:
+        clip = {"x": 0, "y": 0, "width": 1280, "height": 800, "scale": 0.25}
+        shot = await session.send("Page.captureScreenshot", {"format": "jpeg", "quality": 70, "clip": clip})
+    finally:
+        await session.detach()
+    return base64.b64decode(shot["data"])
