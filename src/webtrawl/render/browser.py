@@ -49,6 +49,8 @@ CHROMIUM_ARGS = (
     "--proxy-bypass-list=<-loopback>",
 )
 VIEWPORT = {"width": 1280, "height": 800}
+START_TIMEOUT = 30.0
+"""Seconds starting a browser, a context or a tab may take before the browser is taken for dead."""
 INSTALL_HINT = (
     "install Chromium (Debian/Ubuntu: apt-get install chromium) or Playwright's own "
     "(python -m playwright install chromium)"
@@ -127,6 +129,7 @@ class Chromium:
         self.restarts = 0
         """Browsers started after one crashed or was killed."""
         self._crashed = False
+        self._closing: set[asyncio.Future[None]] = set()
 
     async def __aenter__(self) -> Chromium:
         try:
@@ -150,8 +153,9 @@ class Chromium:
     async def __aexit__(self, *exc: object) -> None:
         browser, self._browser, self._current = self._browser, None, None
         if browser is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(browser.close(), 10)
+            await _close_browser(browser)
+        for task in list(self._closing):
+            await task
         manager, self._manager, self._playwright = self._manager, None, None
         if manager is not None:
             with contextlib.suppress(Exception):
@@ -168,8 +172,7 @@ class Chromium:
                 handle_sighup=False,
             )
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(f"--render could not start Chromium ({first}): {INSTALL_HINT}") from None
+            raise ConfigError(f"--render could not start Chromium ({_first_line(exc)}): {INSTALL_HINT}") from None
         browser.on("disconnected", self._on_disconnect)
         return browser
 
@@ -180,26 +183,46 @@ class Chromium:
 
     async def _context(self) -> _Context:
         async with self._lock:
-            if self._browser is None:
-                if self._crashed:
-                    self.restarts += 1
-                    self._crashed = False
-                self._browser = await self._launch()
-            current = self._current
-            if current is None or current.used >= self._recycle_every:
-                if current is not None and current.open == 0:
-                    await _close_quietly(current.context)
-                context = await self._browser.new_context(
-                    user_agent=self._user_agent,
-                    viewport=VIEWPORT,  # type: ignore[arg-type]
-                    service_workers="block",  # a worker's requests would escape the page's routes
-                    accept_downloads=False,
-                )
-                await self._setup(context)
-                self._current = current = _Context(context)
-            current.used += 1
-            current.open += 1
-            return current
+            try:
+                # A browser killed a moment ago may not have said so yet: what it is asked then never answers.
+                async with asyncio.timeout(START_TIMEOUT):
+                    return await self._open_context()
+            except (TimeoutError, ConfigError) as exc:
+                self._forget()
+                raise BrowserGone(f"the browser did not answer: {exc}") from None
+            except Exception as exc:  # Playwright's errors: the browser is gone
+                self._forget()
+                raise BrowserGone(_first_line(exc)) from None
+
+    async def _open_context(self) -> _Context:
+        if self._browser is None:
+            if self._crashed:
+                self.restarts += 1
+                self._crashed = False
+            self._browser = await self._launch()
+        current = self._current
+        if current is None or current.used >= self._recycle_every:
+            if current is not None and current.open == 0:
+                await _close_quietly(current.context)
+            context = await self._browser.new_context(
+                user_agent=self._user_agent,
+                viewport=VIEWPORT,  # type: ignore[arg-type]
+                service_workers="block",  # a worker's requests would escape the page's routes
+                accept_downloads=False,
+            )
+            await self._setup(context)
+            self._current = current = _Context(context)
+        current.used += 1
+        current.open += 1
+        return current
+
+    def _forget(self) -> None:
+        """Give up on the current browser: the next page starts a new one (this one is closed meanwhile)."""
+        browser, self._browser, self._current = self._browser, None, None
+        self._crashed = True
+        if browser is not None:
+            self._closing.add(task := asyncio.ensure_future(_close_browser(browser)))
+            task.add_done_callback(self._closing.discard)
 
     @contextlib.asynccontextmanager
     async def page(self) -> AsyncIterator[Page]:
@@ -207,9 +230,12 @@ class Chromium:
         holder = await self._context()
         try:
             try:
-                page = await holder.context.new_page()
+                async with asyncio.timeout(START_TIMEOUT):
+                    page = await holder.context.new_page()
             except Exception as exc:
-                raise BrowserGone(str(exc).splitlines()[0]) from None
+                if holder is self._current:
+                    self._forget()
+                raise BrowserGone(_first_line(exc)) from None
             try:
                 yield page
             finally:
@@ -220,6 +246,16 @@ class Chromium:
             holder.open -= 1
             if holder.open == 0 and holder is not self._current:
                 await _close_quietly(holder.context)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+async def _close_browser(browser: Browser) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(browser.close(), 10)
 
 
 async def _close_quietly(context: BrowserContext) -> None:

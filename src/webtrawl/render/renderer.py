@@ -54,6 +54,8 @@ IDLE_QUIET = 0.5
 """Seconds without a request in flight after which the network counts as idle."""
 STEP_IDLE = 2.0
 """Seconds a behaviour step waits at most for the network to settle before the next step."""
+READING_SHARE = 0.2
+"""Share of `--render-timeout` (at least a second) kept for reading the page after its behaviours."""
 MAX_SCROLLS = 30
 MAX_LINKS = 10_000
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
@@ -238,8 +240,13 @@ class Renderer:
         page.on("popup", lambda popup: self._adopt(popup, session))
         page.set_default_timeout(self._render.timeout * 1000)
 
-        async def step(name: str, action: Callable[[], Awaitable[Any]], limit: float | None = None) -> Any:
-            remaining = deadline - time.monotonic()
+        # The behaviours leave the last part of the page's time to reading the page.
+        behaviours_end = deadline - max(1.0, self._render.timeout * READING_SHARE)
+
+        async def step(
+            name: str, action: Callable[[], Awaitable[Any]], limit: float | None = None, *, last: bool = False
+        ) -> Any:
+            remaining = (deadline if last else behaviours_end) - time.monotonic()
             if remaining <= 0 or session.crashed:
                 return None
             try:
@@ -277,7 +284,7 @@ class Renderer:
         if (behavior := self._behavior) is not None:
             await step("behavior", lambda: page.evaluate(behavior))
             await settle("network-idle", STEP_IDLE)
-        snapshot = await step("snapshot", lambda: self._snapshot(page, dom=True)) or snapshot
+        snapshot = await step("snapshot", lambda: self._snapshot(page, dom=True), last=True) or snapshot
         if snapshot is not None:
             rendering.title, rendering.text = snapshot["title"][:1000], snapshot["text"]
             for link in snapshot["links"]:
@@ -285,7 +292,7 @@ class Renderer:
             if snapshot["dom"]:
                 rendering.dom = snapshot["dom"].encode("utf-8", errors="replace")
         if self._render.screenshots:
-            rendering.screenshot = await step("screenshot", lambda: _thumbnail(page))
+            rendering.screenshot = await step("screenshot", lambda: _thumbnail(page), last=True)
 
     def _adopt(self, popup: Page, session: _Session) -> None:
         """A window the page opened (a link with a target): where it goes is a link of the page, and it is
