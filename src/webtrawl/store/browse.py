@@ -104,6 +104,8 @@ class PageRow:
     depth: int | None
     fetched_at: float
     error: str | None
+    thumbnail: bool
+    """A rendered page with a thumbnail: `/archive/{id}/thumbnail`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +120,12 @@ class PageList:
     """The cursor of the page before (pass it as `before`), or None on the first page."""
 
 
-ROW = f"c.id, c.url, {TITLE}, c.status, c.content_type, c.size, u.depth, c.fetched_at, c.error"
+THUMBNAIL = (
+    "EXISTS(SELECT 1 FROM resources r WHERE r.crawl_id = c.crawl_id AND r.url = 'urn:thumbnail:' || c.url "
+    "AND r.fetched_at = c.fetched_at)"
+)
+"""Whether capture `c` is a rendered page with a thumbnail (`--screenshots`)."""
+ROW = f"c.id, c.url, {TITLE}, c.status, c.content_type, c.size, u.depth, c.fetched_at, c.error, {THUMBNAIL}"
 """The columns of a `PageRow`, from `FROM`."""
 FROM = "FROM captures c LEFT JOIN urls u ON u.crawl_id = c.crawl_id AND u.fp = c.fp"
 _BY_ID = FROM.replace("captures c", "captures c NOT INDEXED")

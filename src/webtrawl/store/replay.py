@@ -9,6 +9,10 @@ archived faithfully can exhaust the dashboard's memory.
 Only captures with a record count as archived: a fetch that got no response has none. A re-fetch that
 brought nothing new (`unchanged`: a 304, or a 200 with the same payload digest) has a revisit record, which
 holds no payload: its content is that of an earlier capture of the URL (`original_of`).
+
+A rendered page brings more: the responses to its own requests (in `resources`, found by URL and time like
+captures, so its styles and images replay), and the document as rendered (`urn:dom:URL`), which replay
+shows in place of the served HTML: the scripts that built it never run in the archive.
 """
 
 from __future__ import annotations
@@ -109,6 +113,35 @@ def nearest_capture(conn: sqlite3.Connection, crawl_id: int, url: str, when: flo
     return _archived(row)
 
 
+_RESOURCE_COLUMNS = (
+    "-id, url, fetched_at, status, content_type, 0, NULL, '', NULL, NULL, warc_file, warc_offset, warc_length, "
+    "node, 0, NULL"
+)
+"""A `resources` row as a capture: its id negated, so it is never taken for a capture's."""
+
+
+def nearest_resource(conn: sqlite3.Connection, crawl_id: int, url: str, when: float) -> ArchivedCapture | None:
+    """The response to a rendered page's request for normalized `url` nearest to `when` (see `nearest_capture`)."""
+    row = conn.execute(
+        f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE crawl_id = ? AND url = ? AND status IS NOT NULL "
+        "ORDER BY ABS(fetched_at - ?), fetched_at DESC LIMIT 1",
+        (crawl_id, url, when),
+    ).fetchone()
+    return _archived(row)
+
+
+def made_for(
+    conn: sqlite3.Connection, crawl_id: int, capture: ArchivedCapture, kind: str
+) -> tuple[str, int, int] | None:
+    """Where the record webtrawl made for rendered `capture` is (its `dom` or `thumbnail`): file, offset, length."""
+    row = conn.execute(
+        "SELECT warc_file, warc_offset, warc_length FROM resources WHERE crawl_id = ? AND url = ? AND fetched_at = ? "
+        "AND page_fp = ? LIMIT 1",
+        (crawl_id, f"urn:{kind}:{capture.url}", capture.fetched_at, fingerprint(capture.url)),
+    ).fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
 def _archived(row: tuple[Any, ...] | None) -> ArchivedCapture | None:
     """The capture of a `_COLUMNS` row (SQLite keeps `unchanged`, the last but one, as 0 or 1)."""
     if not row:
@@ -120,10 +153,15 @@ def _archived(row: tuple[Any, ...] | None) -> ArchivedCapture | None:
 
 def is_archived(conn: sqlite3.Connection, crawl_id: int, url: str) -> bool:
     """Whether normalized `url` has at least one capture with a record."""
-    row = conn.execute(
-        "SELECT 1 FROM captures WHERE crawl_id = ? AND fp = ? AND url = ? AND warc_file IS NOT NULL LIMIT 1",
-        (crawl_id, fingerprint(url), url),
-    ).fetchone()
+    row = (
+        conn.execute(
+            "SELECT 1 FROM captures WHERE crawl_id = ? AND fp = ? AND url = ? AND warc_file IS NOT NULL LIMIT 1",
+            (crawl_id, fingerprint(url), url),
+        ).fetchone()
+        or conn.execute(
+            "SELECT 1 FROM resources WHERE crawl_id = ? AND url = ? AND status IS NOT NULL LIMIT 1", (crawl_id, url)
+        ).fetchone()
+    )
     return row is not None
 
 
@@ -142,6 +180,21 @@ def record_path(warc_dir: Path, name: str) -> Path | None:
 def read_response(path: Path, offset: int, length: int, url: str) -> ArchivedResponse:
     """The response record of `url` at `offset` in WARC file `path`; StoreError says what is wrong if it is
     unreadable, damaged, or not that URL's response."""
+    data, where = _read_member(path, offset, length)
+    return _parse_record(data, url, where)
+
+
+def read_made(path: Path, offset: int, length: int, uri: str) -> bytes:
+    """The block of the resource record webtrawl made for a rendered page (`urn:dom:…`, `urn:thumbnail:…`)."""
+    data, where = _read_member(path, offset, length)
+    fields, rest = _warc_fields(data, where)
+    if fields.get("warc-type") != "resource" or fields.get("warc-target-uri") != uri:
+        raise StoreError(f"{where} is not the record {uri!r}: the index does not match")
+    return _block(fields, rest, where)
+
+
+def _read_member(path: Path, offset: int, length: int) -> tuple[bytes, str]:
+    """The inflated gzip member (one record) at `offset`, and how to name it in an error."""
     where = f"the record at byte {offset} of {path.name}"
     if offset < 0 or not 0 < length <= RECORD_LIMIT:
         raise StoreError(f"{where} has an impossible length ({length} bytes): the index is damaged")
@@ -156,10 +209,10 @@ def read_response(path: Path, offset: int, length: int, url: str) -> ArchivedRes
     data, cut = decompress(member, "gzip", RECORD_LIMIT)
     if cut or not member.startswith(_GZIP_MAGIC):
         raise StoreError(f"{where} is damaged (not one whole gzip member)")
-    return _parse_record(data, url, where)
+    return data, where
 
 
-def _parse_record(data: bytes, url: str, where: str) -> ArchivedResponse:
+def _warc_fields(data: bytes, where: str) -> tuple[dict[str, str], bytes]:
     head, found, rest = data.partition(b"\r\n\r\n")
     lines = head.decode("utf-8", "replace").split("\r\n")
     if not found or not lines[0].startswith("WARC/"):
@@ -168,14 +221,24 @@ def _parse_record(data: bytes, url: str, where: str) -> ArchivedResponse:
     for line in lines[1:]:
         name, _, value = line.partition(":")
         fields[name.strip().lower()] = value.strip()
-    if fields.get("warc-type") != "response":
-        raise StoreError(f"{where} is a {fields.get('warc-type', 'typeless')} record, not a response")
-    if fields.get("warc-target-uri") != url:
-        raise StoreError(f"{where} holds {fields.get('warc-target-uri')!r}, not {url!r}: the index does not match")
+    return fields, rest
+
+
+def _block(fields: dict[str, str], rest: bytes, where: str) -> bytes:
     size = fields.get("content-length", "")
     block = rest[: int(size)] if size.isdigit() else b""
     if not size.isdigit() or len(block) < int(size):
         raise StoreError(f"{where} is damaged (its block is shorter than its Content-Length)")
+    return block
+
+
+def _parse_record(data: bytes, url: str, where: str) -> ArchivedResponse:
+    fields, rest = _warc_fields(data, where)
+    if fields.get("warc-type") != "response":
+        raise StoreError(f"{where} is a {fields.get('warc-type', 'typeless')} record, not a response")
+    if fields.get("warc-target-uri") != url:
+        raise StoreError(f"{where} holds {fields.get('warc-target-uri')!r}, not {url!r}: the index does not match")
+    block = _block(fields, rest, where)
     http_head, found, body = block.partition(b"\r\n\r\n")
     http_lines = http_head.decode("latin-1").split("\r\n")
     status_line = http_lines[0].split(" ", 2)

@@ -5,10 +5,14 @@
 - `/archive/{id}/raw`: the copy itself. HTML (and CSS) comes back with every URL in it rewritten into the
   archive; anything else as archived, under its own Content-Type.
 - `/archive/{id}/source`: the body as received (Content-Encoding undone) as plain text, never rendered.
+- `/archive/{id}/thumbnail`: a rendered page's thumbnail (`--screenshots`).
 - `/archive/url/{timestamp}/{url}`: the copy of `url` captured nearest to `timestamp` (UTC
   `yyyymmddhhmmss`, or a prefix of it): what rewritten links and images point to. A top-level visit
   (`Sec-Fetch-Dest: document`) is sent to the capture's banner page instead.
 - `/archive/not-archived?url=…`: where links to URLs the crawl has no copy of lead: never the live web.
+
+A rendered page's copy is the document as its scripts left it (`urn:dom:URL`), and what it loaded (styles,
+images, its calls) is found among the requests it made (`resources`): it replays from the WARC alone.
 
 An unchanged capture (a re-crawl's 304, or a 200 with the same payload digest) is archived as a revisit
 record, without the payload: each of these serves the content of the capture it repeats (`original_of`),
@@ -22,6 +26,7 @@ dashboard) and whose fetch directives let it load only from the archive. Each co
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from contextlib import suppress
@@ -40,8 +45,11 @@ from ..store.replay import (
     ArchivedResponse,
     capture_by_id,
     is_archived,
+    made_for,
     nearest_capture,
+    nearest_resource,
     original_of,
+    read_made,
     read_response,
     record_path,
 )
@@ -50,6 +58,7 @@ from .app import templates
 from .site import Site
 
 router = APIRouter()
+log = logging.getLogger(__name__)
 
 COPY_HEADERS = {
     "Content-Security-Policy": "sandbox; default-src 'none'; img-src 'self' data:; "
@@ -110,6 +119,18 @@ def archived_source(request: Request, capture_id: int) -> Response:
     return Response(response.body, media_type="application/octet-stream", headers=headers)
 
 
+@router.get("/archive/{capture_id:int}/thumbnail")
+def archived_thumbnail(request: Request, capture_id: int) -> Response:
+    """The thumbnail of a rendered page (`--screenshots`), as archived."""
+    capture = _capture(request, capture_id)
+    if isinstance(capture, Response):
+        return capture
+    made = _made(request, capture, "thumbnail")
+    if made is None:
+        return _message(request, 404, "No thumbnail", "This capture was not rendered with --screenshots.", capture)
+    return Response(made, media_type="image/jpeg", headers=COPY_HEADERS)
+
+
 @router.get("/archive/url/{timestamp}/{target:path}")
 def archived_url(request: Request, timestamp: str, target: str) -> Response:
     """The copy of the URL after the timestamp, read from the raw path so its percent escapes are kept."""
@@ -131,10 +152,12 @@ def archived_url(request: Request, timestamp: str, target: str) -> Response:
         if capture is None and _OVER_ESCAPED.search(url):
             unescaped = normalize(_OVER_ESCAPED.sub(lambda match: chr(int(match[1], 16)), url))
             capture = nearest_capture(conn, crawl_id, unescaped, when)
+        if capture is None:  # a request a rendered page made
+            capture = nearest_resource(conn, crawl_id, url, when)
     if capture is None:
         return _not_archived(request, url)
     vary = {"Vary": "Sec-Fetch-Dest"}
-    if request.headers.get("sec-fetch-dest") == "document":
+    if request.headers.get("sec-fetch-dest") == "document" and capture.id > 0:
         return _redirect(f"/archive/{capture.id}", {**_PAGE_HEADERS, **vary})
     response = _copy(request, capture)
     response.headers.update(vary)
@@ -170,6 +193,9 @@ def _copy(request: Request, capture: ArchivedCapture) -> Response:
         return _redirect(archive_address(_stamp(capture), capture.location, site.token), COPY_HEADERS)
     declared = response.header("Content-Type") or ""
     mime = declared.partition(";")[0].strip().lower()
+    if mime in _HTML_TYPES and not capture.unchanged and (rendered := _made(request, capture, "dom")) is not None:
+        # A rendered page replays as the browser left it: its scripts never run in the archive.
+        response, declared = ArchivedResponse(response.status, response.headers, rendered), "text/html; charset=utf-8"
     if mime not in _HTML_TYPES and mime != "text/css":
         content_type = {"Content-Type": declared or "application/octet-stream"}
         return Response(response.body, headers={**COPY_HEADERS, **content_type})
@@ -181,6 +207,21 @@ def _copy(request: Request, capture: ArchivedCapture) -> Response:
         else:
             rewritten, media_type = rewriter.html(text, capture.url), "text/html; charset=utf-8"
     return Response(rewritten.encode(), media_type=media_type, headers=COPY_HEADERS)
+
+
+def _made(request: Request, capture: ArchivedCapture, kind: str) -> bytes | None:
+    """The record webtrawl made for a rendered page (`dom`, `thumbnail`), or None when there is none to read."""
+    site: Site = request.app.state.site
+    with site.reader() as (conn, crawl_id):
+        found = made_for(conn, crawl_id, capture, kind)
+    path = record_path(site.directory / "warc", found[0]) if found else None
+    if found is None or path is None:
+        return None
+    try:
+        return read_made(path, found[1], found[2], f"urn:{kind}:{capture.url}")
+    except StoreError as exc:
+        log.warning("cannot read the %s of capture %d: %s", kind, capture.id, exc)
+        return None
 
 
 def _source(request: Request, capture: ArchivedCapture) -> ArchivedCapture | Response:

@@ -68,6 +68,7 @@ class PageOut(_Capture):
     depth: int | None
     fetched_at: float
     error: str | None
+    thumbnail: bool
 
 
 class PagesOut(_Model):
