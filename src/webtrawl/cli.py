@@ -40,7 +40,8 @@ from .store.crawls import DEFAULT_NAME, crawl_id_of, crawl_name
 from .store.db import DB_NAME, DirectoryLock, connect
 from .store.export import export as export_rows
 from .store.export import export_media
-from .store.live import obeyed, send_command, stored_counts
+from .store.index import rendered_counts
+from .store.live import obeyed, read_snapshot, send_command, stored_counts
 from .store.media import media_counts
 from .store.schedule import due_counts
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
@@ -208,6 +209,8 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
         ).fetchone()
         media = media_counts(conn, crawl_id)
         due = due_counts(conn, crawl_id, time.time())
+        rendered, subresources = rendered_counts(conn, crawl_id)
+        last = read_snapshot(conn, crawl_id)
     except USAGE_ERRORS as exc:
         _fail(str(exc))
     click.echo(f"crawl {name!r} in {directory}")
@@ -218,6 +221,13 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
         click.echo(
             f"  {'media':8} {media['stored']:>10,}  ({media['bytes']:,} bytes; {media['duplicates']:,} duplicates, "
             f"{media['failed']:,} failed)"
+        )
+    if rendered or subresources:
+        run = (last[1] if last else {}).get("render") or {}
+        click.echo(
+            f"  {'rendered':8} {rendered:>10,}  ({subresources:,} subresources archived; last run: "
+            f"{run.get('render_seconds', 0):,.1f} s rendering, {run.get('render_timeouts', 0):,} cut by the timeout, "
+            f"{run.get('browser_restarts', 0):,} browser restarts)"
         )
     if due.total:
         upcoming = "" if due.next_at is None else f"; next at {_when(due.next_at)}"

@@ -298,6 +298,7 @@ class NodeCrawler(Crawler):
             "in_flight": self.stats.fetching,
             "pages_per_s": round((pages - before) / (now - then), 2) if now > then else 0.0,
             "elapsed": round(self.stats.elapsed, 1),
+            "render": self.stats.render_counts(),
         }
 
     async def run(self) -> CrawlReport:
@@ -320,6 +321,7 @@ class NodeCrawler(Crawler):
             "elapsed": round(report.elapsed, 2),
             "pages_per_s": round(report.pages_per_second, 2),
             "outcome": report.outcome,
+            "render": report.render,
             **self._info,
         }
         await persist("reporting", lambda: self._client.hset(self._keys.report, self.node, json.dumps(final)))

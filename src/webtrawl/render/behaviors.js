@@ -1,10 +1,10 @@
 // The built-in behaviours, one function each, called by name from webtrawl.render.renderer.
 ({
-  // Scroll to the bottom; returns the page's height, which the caller compares between steps.
+  // Scroll to the bottom; returns the page's height (compared between steps) and the window's.
   scroll() {
     const root = document.scrollingElement || document.documentElement;
     window.scrollTo(0, root.scrollHeight);
-    return root.scrollHeight;
+    return [root.scrollHeight, window.innerHeight];
   },
 
   // Start every media element (muted) and click at most five controls that look like play buttons.

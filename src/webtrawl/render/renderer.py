@@ -279,8 +279,9 @@ class Renderer:
         await settle("network-idle", max(STEP_IDLE, self._render.timeout / 3))
         snapshot = await step("snapshot", lambda: self._snapshot(page, dom=False))
         await step("scroll", lambda: self._scroll(page, idle))
-        await step("play", lambda: page.evaluate(f"({BEHAVIORS}).play()"))
-        await settle("network-idle", STEP_IDLE)
+        started = await step("play", lambda: page.evaluate(f"({BEHAVIORS}).play()"))
+        if started and (started["media"] or started["clicked"]):
+            await settle("network-idle", STEP_IDLE)
         if (behavior := self._behavior) is not None:
             await step("behavior", lambda: page.evaluate(behavior))
             await settle("network-idle", STEP_IDLE)
@@ -307,10 +308,14 @@ class Renderer:
         return result
 
     async def _scroll(self, page: Page, idle: Callable[[float], Awaitable[bool]]) -> None:
-        """Scroll to the bottom until the page stops growing (twice the same height)."""
+        """Scroll to the bottom until the page stops growing (twice the same height); a page no taller than
+        the window has nothing to scroll."""
         heights: list[int] = []
         for _ in range(MAX_SCROLLS):
-            heights.append(await page.evaluate(f"({BEHAVIORS}).scroll()"))
+            height, window = await page.evaluate(f"({BEHAVIORS}).scroll()")
+            if height <= window:
+                return
+            heights.append(height)
             await idle(STEP_IDLE)
             if len(heights) >= 2 and heights[-1] == heights[-2]:
                 return

@@ -94,6 +94,16 @@ def insert_resources(
         )
 
 
+def rendered_counts(conn: sqlite3.Connection, crawl_id: int) -> tuple[int, int]:
+    """Rendered pages with a rendered document archived, and responses to rendered pages' requests archived."""
+    row = conn.execute(
+        "SELECT COUNT(*) FILTER (WHERE url LIKE 'urn:dom:%'), COUNT(*) FILTER (WHERE status IS NOT NULL) "
+        "FROM resources WHERE crawl_id = ?",
+        (crawl_id,),
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
 INDEX_CHUNK = 2000
 """Captures indexed for search in one statement."""
 

@@ -18,7 +18,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -138,6 +138,7 @@ class LiveView:
             "bytes_per_second": 0,  # nodes publish pages/s only
             "eta_seconds": _eta(counts, pages_per_second) if live else None,
             "statuses": {},
+            "render": _summed(node["render"] for node in nodes),
             "counts": counts,
             "nodes": nodes,
             "dedup": status["dedup"],
@@ -160,7 +161,17 @@ def _node(node: str, info: dict[str, Any]) -> dict[str, Any]:
         "in_flight": info.get("in_flight", 0),
         "elapsed": info.get("elapsed", 0.0),
         "heartbeat_age": info.get("heartbeat_age"),
+        "render": info.get("render") or {},
     }
+
+
+def _summed(counters: Iterable[dict[str, float]]) -> dict[str, float]:
+    """The nodes' rendering counters added up (see `Stats.render_counts`)."""
+    total: dict[str, float] = {}
+    for counts in counters:
+        for name, value in counts.items():
+            total[name] = round(total.get(name, 0) + value, 2)
+    return total
 
 
 def _idle(mode: str, state: str, error: str) -> dict[str, Any]:

@@ -158,6 +158,12 @@
       parts.push(`${size(state.bytes_per_second)}/s`, `${whole.format(state.fetching)} in flight`);
       if (state.eta_seconds != null) parts.push(`about ${duration(state.eta_seconds)} left`);
     }
+    const render = state.render || {};
+    if (render.rendered || render.browser_restarts) {
+      parts.push(`${whole.format(render.rendered)} rendered in ${decimal.format(render.render_seconds)} s ` +
+        `(${whole.format(render.subresources)} subresources, ${whole.format(render.render_timeouts)} cut by ` +
+        `the timeout, ${whole.format(render.browser_restarts)} browser restarts)`);
+    }
     parts.push(`elapsed ${duration(state.elapsed)}`);
     if (state.error) parts.push(state.error);
     detail.textContent = parts.join(" · ");
