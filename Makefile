@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-redis bench-media bench-recrawl screenshots clean
+.PHONY: demo test test-fast lint bench bench-redis bench-media bench-recrawl bench-render screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,9 @@ bench-media: $(STAMP)  ## a 200 MB file from nginx: webtrawl's download vs curl,
 
 bench-recrawl: $(STAMP)  ## the same site crawled, then re-crawled with nothing changed (304s): what a re-crawl costs
 	$(PY) benchmarks/recrawl_bench.py
+
+bench-render: $(STAMP)  ## the JS site and 1,000 pages rendered and not, then 5,000 rendered: speed, CPU, memory
+	$(PY) benchmarks/render_bench.py --pages 1000 --long 5000
 
 screenshots: $(STAMP)  ## crawl the demo site and save the dashboard pictures of the README into docs/
 	$(PY) docs/screenshots.py

@@ -65,9 +65,9 @@ def retry_or_fail(fetch: FetchConfig, entry: Entry, reason: str, retry_after: fl
 def _take_rendering(page: ParsedPage, rendering: Rendering) -> None:
     """The rendered page is the page: its title and text, its links after the served HTML's (a link both have
     keeps the served HTML's kind)."""
-    if rendering.title:
+    if rendering.read and rendering.title:
         page.title = rendering.title
-    if not page.noindex:
+    if rendering.read and not page.noindex:
         page.text = rendering.text
     if not page.nofollow:
         known = {link.url for link in page.links}

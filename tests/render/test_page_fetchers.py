@@ -31,6 +31,12 @@ async def _page(request: web.Request) -> web.Response:
     return web.Response(body=GZIPPED, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"})
 
 
+async def _hostile(request: web.Request) -> web.Response:
+    """A page whose scripts take away what the renderer's own scripts use to read it."""
+    script = "Set = null; Array.from = null; document.querySelectorAll = () => 42; history.pushState = null;"
+    return web.Response(text=f"<title>Hostile</title><p>kept</p><script>{script}</script>", content_type="text/html")
+
+
 async def _image(request: web.Request) -> web.Response:
     return web.Response(body=b"\x89PNG" + bytes(5000), content_type="image/png")
 
@@ -40,6 +46,7 @@ async def server() -> AsyncIterator[TestServer]:
     app = web.Application()
     app.router.add_get("/page", _page)
     app.router.add_get("/image.png", _image)
+    app.router.add_get("/hostile", _hostile)
     async with TestServer(app, host="127.0.0.1") as running:
         yield running
 
@@ -93,3 +100,14 @@ async def test_a_file_that_is_not_a_page_is_not_downloaded(pages: PageFetcher, s
     fetched = await pages.fetch_page(str(server.make_url("/image.png")))
     assert (fetched.outcome.status, fetched.outcome.truncated, fetched.outcome.body) == (200, "length", b"")
     assert fetched.rendering is None
+
+
+async def test_a_page_that_breaks_the_renderer_s_scripts_is_still_fetched(
+    pages: PageFetcher, server: TestServer
+) -> None:
+    """Unread, it keeps the title and text it was served with (see `pages._take_rendering`)."""
+    fetched = await pages.fetch_page(str(server.make_url("/hostile")))
+    assert fetched.outcome.status == 200 and b"kept" in fetched.outcome.body
+    if isinstance(pages, Renderer):
+        assert fetched.rendering is not None
+        assert (fetched.rendering.error, fetched.rendering.read, fetched.rendering.text) == (None, False, "")

@@ -111,6 +111,19 @@ async def test_ctrl_c_stops_the_crawl_and_its_chromium(tmp_path: Path) -> None:
         assert await gone(proc.pid)
 
 
+async def test_a_stop_from_the_dashboard_ends_the_crawl_and_its_chromium(tmp_path: Path) -> None:
+    async with JsSite() as site:
+        proc = await start(render_args(site, tmp_path, "--delay", "1", "--per-host", "1"))
+        await wait_for_done(tmp_path, 1)
+        assert chromium_of(proc.pid)
+        code, _out, err = await webtrawl("control", "stop", str(tmp_path))
+        assert code == 0, err
+        _out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        assert await gone(proc.pid)
+    assert len(done_paths(tmp_path)) < 1 + len(ARTICLES), "the crawl stopped before its end"
+
+
 async def test_kill_9_then_resume_cleans_up_and_finishes(tmp_path: Path) -> None:
     async with JsSite() as site:
         args = render_args(site, tmp_path, "--delay", "0.5", "--per-host", "1")

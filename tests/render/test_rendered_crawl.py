@@ -24,7 +24,7 @@ from webtrawl.stats import CrawlReport
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT = 6.0
+TIMEOUT = 8.0
 """Seconds a page's rendering may take in these tests."""
 
 

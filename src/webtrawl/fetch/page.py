@@ -19,6 +19,9 @@ from .fetcher import Fetcher
 class Rendering:
     """What the browser made of a page: the page as a reader saw it, and every request it made."""
 
+    read: bool = False
+    """Whether the rendered page could be read (a page stuck in a script cannot): only then do `title` and
+    `text` stand for the page."""
     title: str = ""
     text: str = ""
     """The rendered page's visible text (what a script wrote included)."""

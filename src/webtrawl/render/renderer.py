@@ -17,11 +17,12 @@ or archived again (`ResourceCache`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,8 @@ READING_SHARE = 0.2
 """Share of `--render-timeout` (at least a second) kept for reading the page after its behaviours."""
 MAX_SCROLLS = 30
 MAX_LINKS = 10_000
+MAX_ROBOTS = 10_000
+"""Hosts whose robots.txt the renderer keeps (those the crawl itself knows are asked of `Politeness`)."""
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
 _HOP_HEADERS = frozenset(
     {"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive", "trailer", "upgrade"}
@@ -153,7 +156,7 @@ class Renderer:
         self._stats = stats
         self._robots_source = robots
         self._robots: OrderedDict[str, asyncio.Task[RobotsRules]] = OrderedDict()
-        self._per_host: dict[str, asyncio.Semaphore] = {}
+        self._per_host: dict[str, tuple[asyncio.Semaphore, list[int]]] = {}
         self._cache = ResourceCache()
         self._slots = asyncio.Semaphore(config.render.concurrency)
         self._sessions: dict[Any, _Session] = {}
@@ -184,7 +187,7 @@ class Renderer:
             rendering = await self._rendering(url, outcome)
         stats = self._stats
         stats.browser_restarts = self._chromium.restarts
-        if rendering.error is None:
+        if rendering is not None and rendering.error is None:
             stats.rendered += 1
             stats.render_seconds += rendering.seconds
             stats.subresources += len(rendering.resources)
@@ -207,7 +210,7 @@ class Renderer:
         # A WebSocket the page opens is answered by no one: it would reach the network on its own.
         await context.route_web_socket("**/*", lambda _socket: None)
 
-    async def _rendering(self, url: str, outcome: FetchOutcome) -> Rendering:
+    async def _rendering(self, url: str, outcome: FetchOutcome) -> Rendering | None:
         session = _Session(url, outcome, self._config.fetch.max_size)
         rendering = session.rendering
         started = time.monotonic()
@@ -223,6 +226,9 @@ class Renderer:
                         await _close_popup(popup)
         except BrowserGone as exc:
             rendering.error = f"browser crashed: {exc}"[:200]
+        except Exception as exc:  # a fault of ours or of Playwright: the page is kept as it was served
+            log.warning("could not render %s (kept as served): %r", url, exc)
+            return None
         if session.crashed and rendering.error is None:
             rendering.error = "the page crashed the browser tab"
         rendering.links = [Link(link) for link in session.links]
@@ -258,6 +264,8 @@ class Renderer:
                 if not page.context.browser or not page.context.browser.is_connected():
                     raise BrowserGone(str(exc).splitlines()[0]) from None
                 log.debug("rendering %s: %s failed: %s", session.url, name, exc)
+            except (TypeError, ValueError, KeyError) as exc:  # the page changed what our scripts give back
+                log.debug("rendering %s: %s gave something unexpected: %s", session.url, name, exc)
             return None
 
         async def idle(limit: float) -> bool:
@@ -280,13 +288,14 @@ class Renderer:
         snapshot = await step("snapshot", lambda: self._snapshot(page, dom=False))
         await step("scroll", lambda: self._scroll(page, idle))
         started = await step("play", lambda: page.evaluate(f"({BEHAVIORS}).play()"))
-        if started and (started["media"] or started["clicked"]):
+        if isinstance(started, dict) and (started.get("media") or started.get("clicked")):
             await settle("network-idle", STEP_IDLE)
         if (behavior := self._behavior) is not None:
             await step("behavior", lambda: page.evaluate(behavior))
             await settle("network-idle", STEP_IDLE)
         snapshot = await step("snapshot", lambda: self._snapshot(page, dom=True), last=True) or snapshot
         if snapshot is not None:
+            rendering.read = True
             rendering.title, rendering.text = snapshot["title"][:1000], snapshot["text"]
             for link in snapshot["links"]:
                 session.note_link(link)
@@ -304,15 +313,24 @@ class Renderer:
 
     async def _snapshot(self, page: Page, *, dom: bool) -> dict[str, Any]:
         limits = {"links": MAX_LINKS, "text": MAX_TEXT, "dom": self._config.fetch.max_size if dom else 0}
-        result: dict[str, Any] = await page.evaluate(f"(limits) => ({BEHAVIORS}).snapshot(limits)", limits)
-        return result
+        found = await page.evaluate(f"(limits) => ({BEHAVIORS}).snapshot(limits)", limits)
+        # The page's own scripts share the world ours run in, and may have changed what they give back.
+        if not isinstance(found, dict):
+            raise ValueError(f"a snapshot of {type(found).__name__}")
+        links = found.get("links")
+        return {
+            "title": _text(found.get("title")),
+            "text": _text(found.get("text")),
+            "links": [link for link in links[:MAX_LINKS] if isinstance(link, str)] if isinstance(links, list) else [],
+            "dom": found.get("dom") if isinstance(found.get("dom"), str) else None,
+        }
 
     async def _scroll(self, page: Page, idle: Callable[[float], Awaitable[bool]]) -> None:
         """Scroll to the bottom until the page stops growing (twice the same height); a page no taller than
         the window has nothing to scroll."""
-        heights: list[int] = []
+        heights: list[float] = []
         for _ in range(MAX_SCROLLS):
-            height, window = await page.evaluate(f"({BEHAVIORS}).scroll()")
+            height, window = map(float, await page.evaluate(f"({BEHAVIORS}).scroll()"))
             if height <= window:
                 return
             heights.append(height)
@@ -375,7 +393,7 @@ class Renderer:
             session.rendering.refused.append((url, "robots.txt"))
             return None
         headers = {name: value for name, value in browser_headers.items() if name.lower() in ("referer", "accept")}
-        async with self._per_host.setdefault(site, asyncio.Semaphore(REQUISITES_PER_HOST)):
+        async with self._host_slot(site):
             outcome = await self._fetcher.fetch(url, any_type=True, headers=headers)
         if outcome.status is None and (outcome.error or "").startswith("blocked"):
             session.rendering.refused.append((url, "private-address"))
@@ -384,6 +402,19 @@ class Renderer:
             session.rendering.resources.append(outcome)
             self._cache.put(outcome)
         return outcome
+
+    @contextlib.asynccontextmanager
+    async def _host_slot(self, site: str) -> AsyncIterator[None]:
+        """One of the `REQUISITES_PER_HOST` slots of `site`; a host's slots are forgotten when none is in use."""
+        semaphore, users = self._per_host.setdefault(site, (asyncio.Semaphore(REQUISITES_PER_HOST), [0]))
+        users[0] += 1
+        try:
+            async with semaphore:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._per_host[site]
 
     async def _robots_for(self, site: str) -> RobotsRules:
         """The robots.txt rules of `site`: the crawl's own when it knows the host, else fetched once a run."""
@@ -395,9 +426,13 @@ class Renderer:
         task = self._robots.get(site)
         if task is None:
             task = self._robots[site] = asyncio.ensure_future(self._robots_source(site))
-            while len(self._robots) > 10_000:
-                self._robots.popitem(last=False)[1].cancel()
+            while len(self._robots) > MAX_ROBOTS:  # the oldest is forgotten, not cancelled: a page may await it
+                self._robots.popitem(last=False)
         return await asyncio.shield(task)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _decoded(outcome: FetchOutcome, max_size: int) -> str:
