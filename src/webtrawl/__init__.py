@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from .config import CrawlConfig, FetchConfig, PolitenessConfig, ScopeConfig
+from .config import CrawlConfig, FetchConfig, PolitenessConfig, RenderConfig, ScopeConfig
 from .crawler import Crawler
 from .errors import (
     ConfigError,
@@ -41,6 +41,7 @@ __all__ = [
     "IdentityMismatch",
     "InvalidURL",
     "PolitenessConfig",
+    "RenderConfig",
     "ScopeConfig",
     "StoreError",
     "StoreLocked",
