@@ -80,6 +80,7 @@ def rich() -> Completion:
             resources=[
                 Resource(
                     url="http://cdn.example.com/app.js",
+                    target="http://cdn.example.com/app.js?",
                     fetched_at=1_700_000_000.25,
                     status=200,
                     content_type="application/javascript",
@@ -87,6 +88,7 @@ def rich() -> Completion:
                 ),
                 Resource(
                     url=f"urn:dom:{PAGE}",
+                    target=f"urn:dom:{PAGE}",
                     fetched_at=1_700_000_000.3,
                     status=None,
                     content_type="text/html",

@@ -506,14 +506,19 @@ def _archive_rendering(rendering: Rendering, capture: Capture, warc: WarcWriter)
     page_id, resources = warc.last_record_id, capture.resources
     for outcome in rendering.resources:
         location = warc.write(outcome, page_id=page_id)
-        resources.append(Resource(url=outcome.url, fetched_at=outcome.started_at, status=outcome.status,
+        outcome.archived = True
+        try:
+            url = normalize(outcome.url)
+        except InvalidURL:  # the browser asked for it as it was: replay finds it under that form
+            url = outcome.url
+        resources.append(Resource(url=url, target=outcome.url, fetched_at=outcome.started_at, status=outcome.status,
                                   content_type=outcome.content_type, warc=location))  # fmt: skip
     made = [(f"urn:dom:{capture.url}", "text/html; charset=utf-8", rendering.dom)]
     made.append((f"urn:thumbnail:{capture.url}", "image/jpeg", rendering.screenshot))
     for uri, content_type, body in made:
         if body:
             location = warc.write_resource(uri, content_type, body, page_id, capture.fetched_at)
-            resources.append(Resource(url=uri, fetched_at=capture.fetched_at, status=None,
+            resources.append(Resource(url=uri, target=uri, fetched_at=capture.fetched_at, status=None,
                                       content_type=content_type.partition(";")[0], warc=location))  # fmt: skip
 
 

@@ -142,6 +142,9 @@ class FetchOutcome:
     ip: str | None = None
     ttfb: float | None = None
     elapsed: float = 0.0
+    archived: bool = False
+    """Set by the archive thread once the response's records are written (a rendered page's requests are
+    served again from memory only then: see `render.renderer.ResourceCache`)."""
 
     def header(self, name: str) -> str | None:
         """The first value of a response header, case-insensitively."""
@@ -173,7 +176,10 @@ class Resource:
     """A record archived with a rendered page: a request the page made, its rendered DOM, its thumbnail."""
 
     url: str
-    """The request's URL, or `urn:dom:URL` / `urn:thumbnail:URL` for the page's DOM and thumbnail."""
+    """Normalized (how replay looks it up), or `urn:dom:URL` / `urn:thumbnail:URL` for the page's DOM and
+    thumbnail."""
+    target: str
+    """The record's WARC-Target-URI: the URL as the page asked for it."""
     fetched_at: float
     status: int | None
     content_type: str

@@ -30,7 +30,8 @@ class Stats:
     subresources: int = 0
     """Requests of rendered pages fetched (and archived) in this run; those served from memory not counted."""
     render_timeouts: int = 0
-    """Rendered pages some step of which `--render-timeout` cut short."""
+    """Rendered pages some step of which ran out of time: the network never went idle, or `--render-timeout`
+    cut it short."""
     browser_restarts: int = 0
     _window: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=64))
 

@@ -80,7 +80,7 @@ def _encode_capture(capture: Capture) -> dict[str, Any]:
     doc["warc"] = None if warc is None else [warc.file, warc.offset, warc.length, warc.payload_digest]
     if capture.resources:  # added later: optional
         doc["resources"] = [
-            [r.url, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset, r.warc.length]
+            [r.url, r.target, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset, r.warc.length]
             for r in capture.resources
         ]
     return doc
@@ -152,11 +152,10 @@ def _decode_capture(doc: dict[str, Any]) -> Capture:
 
 
 def _decode_resource(
-    url: str, at: float, status: int | None, content_type: str, file: str, offset: int, length: int
+    url: str, target: str, at: float, status: int | None, content_type: str, file: str, offset: int, length: int
 ) -> Resource:
-    return Resource(
-        url=url, fetched_at=at, status=status, content_type=content_type, warc=_decode_warc(file, offset, length, None)
-    )
+    warc = _decode_warc(file, offset, length, None)
+    return Resource(url=url, target=target, fetched_at=at, status=status, content_type=content_type, warc=warc)
 
 
 def _decode_warc(file: str, offset: int, length: int, payload_digest: str | None) -> WarcLocation:

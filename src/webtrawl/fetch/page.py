@@ -3,7 +3,7 @@
 The engine is handed a `PageFetcher` and never builds one, so what a page costs (one request, or a browser
 tab and every request the page makes) is chosen per URL by whoever built it. Both return the page's own
 response as received, which is what the archive keeps and what the engine judges; a rendering fetcher adds
-what the browser saw (`Rendering`). One contract suite (`tests/test_page_fetchers.py`) holds both to it.
+what the browser saw (`Rendering`). One contract suite (`tests/render/test_page_fetchers.py`) holds both to it.
 """
 
 from __future__ import annotations

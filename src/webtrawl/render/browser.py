@@ -47,6 +47,8 @@ CHROMIUM_ARGS = (
     # prefetch) goes to a proxy that is not there, loopback included, so the browser reaches nothing by itself.
     "--proxy-server=http://127.0.0.1:9",
     "--proxy-bypass-list=<-loopback>",
+    # WebRTC's UDP ignores the proxy; `page.js` also takes RTCPeerConnection away.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 VIEWPORT = {"width": 1280, "height": 800}
 START_TIMEOUT = 30.0
@@ -105,10 +107,11 @@ def _alive(pid: int) -> bool:
 
 
 class _Context:
-    """A browser context and how many pages it has shown and shows now."""
+    """A browser context, its browser, and how many pages it has shown and shows now."""
 
-    def __init__(self, context: BrowserContext) -> None:
+    def __init__(self, context: BrowserContext, browser: Browser) -> None:
         self.context = context
+        self.browser = browser
         self.used = 0
         self.open = 0
 
@@ -200,18 +203,21 @@ class Chromium:
                 self.restarts += 1
                 self._crashed = False
             self._browser = await self._launch()
-        current = self._current
-        if current is None or current.used >= self._recycle_every:
+        browser, current = self._browser, self._current
+        # A context of a browser that went away meanwhile (`_on_disconnect`, `_forget`) is never used again.
+        if current is None or current.used >= self._recycle_every or current.browser is not browser:
             if current is not None and current.open == 0:
                 await _close_quietly(current.context)
-            context = await self._browser.new_context(
+            context = await browser.new_context(
                 user_agent=self._user_agent,
                 viewport=VIEWPORT,  # type: ignore[arg-type]
                 service_workers="block",  # a worker's requests would escape the page's routes
                 accept_downloads=False,
             )
             await self._setup(context)
-            self._current = current = _Context(context)
+            if self._browser is not browser:
+                raise BrowserGone("the browser went away while a context was opened")
+            self._current = current = _Context(context, browser)
         current.used += 1
         current.open += 1
         return current

@@ -1,5 +1,6 @@
-// Run in every frame of a rendered page before its own scripts: a page may not leave, nor open windows,
-// and the addresses it tries to go to are kept as links (read by snapshot.js).
+// Run in every frame of a rendered page before its own scripts: a page may not leave, nor open windows, nor
+// open peer-to-peer connections (their UDP would pass by webtrawl); the addresses it tries to go to are kept
+// as links (the top frame's are read by behaviors.js's snapshot).
 (() => {
   if (window.__webtrawl) return;
   const found = [];
@@ -9,6 +10,12 @@
     } catch (e) {}
   };
   Object.defineProperty(window, "__webtrawl", { value: { found }, enumerable: false });
+  for (const name of ["RTCPeerConnection", "webkitRTCPeerConnection", "RTCDataChannel"]) {
+    try {
+      delete window[name];
+      Object.defineProperty(window, name, { value: undefined });
+    } catch (e) {}
+  }
   window.open = function (url) {
     note(url);
     return null;

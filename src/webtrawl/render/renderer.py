@@ -34,7 +34,7 @@ from ..fetch.page import PageFetch, Rendering
 from ..fetch.politeness import Politeness
 from ..fetch.robots import ALLOW_ALL, RobotsRules
 from ..models import FetchOutcome, Link
-from ..parse.decode import decompress
+from ..parse.decode import decompress, sniff_charset, to_text
 from ..parse.html import MAX_TEXT
 from ..stats import Stats
 from ..urls import normalize, origin
@@ -42,13 +42,16 @@ from .auto import looks_scripted
 from .browser import BrowserGone, Chromium
 
 if TYPE_CHECKING:
-    from playwright.async_api import BrowserContext, Dialog, Page, Request, Route
+    from playwright.async_api import BrowserContext, Page, Request, Route
 
 log = logging.getLogger(__name__)
 
 PAGE_SCRIPT = files(__package__).joinpath("page.js").read_text()
 BEHAVIORS = files(__package__).joinpath("behaviors.js").read_text()
 
+AUTO_LIMIT = 256 * 1024
+"""Bytes of a page `--render auto` reads to judge it (on the event loop: an app shell is small, and a page
+with links shows some early)."""
 REQUISITES_PER_HOST = 6
 """Requests of rendered pages in flight to one host at once (what a browser opens per host)."""
 IDLE_QUIET = 0.5
@@ -84,9 +87,12 @@ class ResourceCache:
         self._size = 0
 
     def get(self, url: str) -> FetchOutcome | None:
+        """The response to `url` once its records are in the archive (`FetchOutcome.archived`): a page whose
+        result was not archived (tried again, unchanged) leaves the next page to fetch it again."""
         found = self._entries.get(url)
-        if found is not None:
-            self._entries.move_to_end(url)
+        if found is None or not found.archived:
+            return None
+        self._entries.move_to_end(url)
         return found
 
     def put(self, outcome: FetchOutcome) -> None:
@@ -119,7 +125,8 @@ class _Session:
         self.in_flight = 0
         self.last_activity = time.monotonic()
         self.crashed = False
-        self.popups: list[Any] = []
+        self.ended = False
+        """The tab is closed: what its requests bring now is not the page's any more."""
 
     def note_link(self, url: str) -> None:
         try:
@@ -136,7 +143,8 @@ class _Session:
 class Renderer:
     """A `PageFetcher` that renders the pages its config chooses and fetches the others as `HttpPages` does.
 
-    `async with Renderer(...)`: Chromium starts with the first page to render and ends with the block.
+    `async with Renderer(...)`: Chromium starts with the block (so a missing browser ends the crawl before it
+    begins) and ends with it.
     """
 
     def __init__(
@@ -173,6 +181,7 @@ class Renderer:
     async def __aexit__(self, *exc: object) -> None:
         for task in self._robots.values():
             task.cancel()
+        await asyncio.gather(*self._robots.values(), return_exceptions=True)
         await self._stack.aclose()
 
     @property
@@ -201,7 +210,7 @@ class Renderer:
         if outcome.content_type not in HTML_TYPES or (self._match is not None and not self._match.search(url)):
             return False
         if self._render.mode == "auto":
-            return looks_scripted(_decoded(outcome, self._config.fetch.max_size), url) is not None
+            return looks_scripted(_decoded(outcome, AUTO_LIMIT), url) is not None
         return True
 
     async def _setup(self, context: BrowserContext) -> None:
@@ -220,10 +229,8 @@ class Renderer:
                 try:
                     await self._steps(page, session, started + self._render.timeout)
                 finally:
+                    session.ended = True
                     del self._sessions[page]
-                    for popup in session.popups:
-                        self._sessions.pop(popup, None)
-                        await _close_popup(popup)
         except BrowserGone as exc:
             rendering.error = f"browser crashed: {exc}"[:200]
         except Exception as exc:  # a fault of ours or of Playwright: the page is kept as it was served
@@ -231,6 +238,7 @@ class Renderer:
             return None
         if session.crashed and rendering.error is None:
             rendering.error = "the page crashed the browser tab"
+        rendering.resources = list(rendering.resources)  # what arrives after the tab closed is not added to this
         rendering.links = [Link(link) for link in session.links]
         rendering.seconds = time.monotonic() - started
         return rendering
@@ -241,9 +249,7 @@ class Renderer:
         from playwright.async_api import Error as PlaywrightError
 
         rendering = session.rendering
-        page.on("dialog", lambda dialog: asyncio.ensure_future(_dismiss(dialog)))
         page.on("crash", lambda _page: setattr(session, "crashed", True))
-        page.on("popup", lambda popup: self._adopt(popup, session))
         page.set_default_timeout(self._render.timeout * 1000)
 
         # The behaviours leave the last part of the page's time to reading the page.
@@ -304,13 +310,6 @@ class Renderer:
         if self._render.screenshots:
             rendering.screenshot = await step("screenshot", lambda: _thumbnail(page), last=True)
 
-    def _adopt(self, popup: Page, session: _Session) -> None:
-        """A window the page opened (a link with a target): where it goes is a link of the page, and it is
-        closed with the page."""
-        session.popups.append(popup)
-        session.document_served = True
-        self._sessions[popup] = session
-
     async def _snapshot(self, page: Page, *, dom: bool) -> dict[str, Any]:
         limits = {"links": MAX_LINKS, "text": MAX_TEXT, "dom": self._config.fetch.max_size if dom else 0}
         found = await page.evaluate(f"(limits) => ({BEHAVIORS}).snapshot(limits)", limits)
@@ -341,14 +340,21 @@ class Renderer:
     async def _route(self, route: Route, request: Request) -> None:
         """Every request of every rendered page: the page's own document, or a request served by the fetcher."""
         try:
-            session = self._sessions.get(request.frame.page)
+            page = request.frame.page
         except Exception:  # a frame already gone (its page closed): nothing is waiting for the answer
-            session = None
-        if session is None:
             await _abort(route, "aborted")
             return
+        session = self._sessions.get(page)
+        if session is None:
+            await self._popup(route, request, page)
+            return
         url = request.url
-        if request.is_navigation_request() and request.frame.parent_frame is None:
+        navigation = request.is_navigation_request()
+        if request.method != "GET":  # the fetcher sends GETs only; a form posted is not a link either
+            session.rendering.refused.append((url, f"method {request.method}"))
+            await _abort(route, "blockedbyclient")
+            return
+        if navigation and request.frame.parent_frame is None:
             if not session.document_served:
                 session.document_served = True
                 await _fulfill(route, session.outcome, session.max_size)
@@ -356,19 +362,18 @@ class Renderer:
                 session.note_link(url)
                 await _abort(route, "aborted")
             return
-        if request.is_navigation_request():
+        if navigation:
             session.note_link(url)  # a frame's document is a page of its own too
         session.rendering.requests += 1
         if not url.startswith(("http://", "https://")):
             await _abort(route, "blockedbyclient")
             return
-        if request.method != "GET":
-            session.rendering.refused.append((url, f"method {request.method}"))
-            await _abort(route, "blockedbyclient")
-            return
         session.in_flight += 1
         try:
             outcome = await self._requisite(session, url, request.headers)
+        except Exception as exc:  # a robots.txt source that failed (a distributed crawl's Redis): not sent
+            log.warning("a request of %s was not sent: %r", session.url, exc)
+            outcome = None
         finally:
             session.in_flight -= 1
             session.last_activity = time.monotonic()
@@ -378,6 +383,20 @@ class Renderer:
             await _abort(route, "blockedbyclient" if (outcome.error or "").startswith("blocked") else "failed")
         else:
             await _fulfill(route, outcome, session.max_size)
+
+    async def _popup(self, route: Route, request: Request, popup: Page) -> None:
+        """A request of a window a rendered page opened (a link with a target; `window.open` is taken away):
+        where it goes is a link of the page, and the window is closed. Anything else is refused."""
+        await _abort(route, "aborted")
+        try:
+            opener = await popup.opener()
+        except Exception:
+            opener = None
+        session = self._sessions.get(opener)
+        if session is not None and request.is_navigation_request():
+            session.note_link(request.url)
+        if opener is not None:
+            await _close_popup(popup)
 
     async def _requisite(self, session: _Session, url: str, browser_headers: dict[str, str]) -> FetchOutcome | None:
         """A request of a rendered page: from the cache, or refused, or fetched (and then archived)."""
@@ -398,7 +417,7 @@ class Renderer:
         if outcome.status is None and (outcome.error or "").startswith("blocked"):
             session.rendering.refused.append((url, "private-address"))
             return outcome
-        if outcome.status is not None:
+        if outcome.status is not None and not session.ended:
             session.rendering.resources.append(outcome)
             self._cache.put(outcome)
         return outcome
@@ -424,6 +443,9 @@ class Renderer:
         if known is not None:
             return known
         task = self._robots.get(site)
+        if task is not None and task.done() and task.exception() is not None:
+            del self._robots[site]  # asked again by the next request
+            task = None
         if task is None:
             task = self._robots[site] = asyncio.ensure_future(self._robots_source(site))
             while len(self._robots) > MAX_ROBOTS:  # the oldest is forgotten, not cancelled: a page may await it
@@ -437,7 +459,7 @@ def _text(value: object) -> str:
 
 def _decoded(outcome: FetchOutcome, max_size: int) -> str:
     body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), max_size)
-    return body.decode("utf-8", errors="replace")
+    return to_text(body, sniff_charset(body, outcome.header("Content-Type")))
 
 
 async def _fulfill(route: Route, outcome: FetchOutcome, max_size: int) -> None:
@@ -462,13 +484,6 @@ async def _abort(route: Route, code: str) -> None:
         await route.abort(code)
     except Exception as exc:  # the page went away meanwhile
         log.debug("could not refuse a request: %s", exc)
-
-
-async def _dismiss(dialog: Dialog) -> None:
-    try:
-        await dialog.dismiss()
-    except Exception as exc:
-        log.debug("dialog: %s", exc)
 
 
 async def _close_popup(popup: Page) -> None:

@@ -81,15 +81,15 @@ def insert_resources(
 ) -> None:
     """The records archived with rendered pages, in the same transaction as the pages' captures."""
     rows = [
-        (crawl_id, capture.fp, r.url, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset,
-         r.warc.length, node)
+        (crawl_id, capture.fp, r.url, r.target, r.fetched_at, r.status, r.content_type, r.warc.file,
+         r.warc.offset, r.warc.length, node)
         for capture in captures
         for r in capture.resources
     ]  # fmt: skip
     if rows:
         conn.executemany(
-            "INSERT INTO resources(crawl_id, page_fp, url, fetched_at, status, content_type, warc_file, warc_offset,"
-            " warc_length, node) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO resources(crawl_id, page_fp, url, target, fetched_at, status, content_type, warc_file, "
+            "warc_offset, warc_length, node) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
 

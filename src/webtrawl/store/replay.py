@@ -114,10 +114,10 @@ def nearest_capture(conn: sqlite3.Connection, crawl_id: int, url: str, when: flo
 
 
 _RESOURCE_COLUMNS = (
-    "-id, url, fetched_at, status, content_type, 0, NULL, '', NULL, NULL, warc_file, warc_offset, warc_length, "
-    "node, 0, NULL"
+    "-id, target, fetched_at, status, content_type, 0, NULL, '', NULL, NULL, warc_file, warc_offset, "
+    "warc_length, node, 0, NULL"
 )
-"""A `resources` row as a capture: its id negated, so it is never taken for a capture's."""
+"""A `resources` row as a capture: its id negated, so it is never taken for a capture's; its URL as archived."""
 
 
 def nearest_resource(conn: sqlite3.Connection, crawl_id: int, url: str, when: float) -> ArchivedCapture | None:

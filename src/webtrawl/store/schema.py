@@ -231,6 +231,7 @@ MIGRATIONS: tuple[str, ...] = (
         crawl_id INTEGER NOT NULL,
         page_fp INTEGER NOT NULL,
         url TEXT NOT NULL,
+        target TEXT NOT NULL,
         fetched_at REAL NOT NULL,
         status INTEGER,
         content_type TEXT NOT NULL,

@@ -188,12 +188,14 @@ def _copy(request: Request, capture: ArchivedCapture) -> Response:
     if isinstance(response, Response):
         return response
     site: Site = request.app.state.site
-    if 300 <= response.status < 400 and capture.location:
+    if 300 <= response.status < 400 and (location := capture.location or _location(response, capture.url)):
         # Followed inside the archive: the live Location would leave it.
-        return _redirect(archive_address(_stamp(capture), capture.location, site.token), COPY_HEADERS)
+        return _redirect(archive_address(_stamp(capture), location, site.token), COPY_HEADERS)
     declared = response.header("Content-Type") or ""
     mime = declared.partition(";")[0].strip().lower()
-    if mime in _HTML_TYPES and not capture.unchanged and (rendered := _made(request, capture, "dom")) is not None:
+    source = _source(request, capture)
+    shown = source if isinstance(source, ArchivedCapture) else capture
+    if mime in _HTML_TYPES and (rendered := _made(request, shown, "dom")) is not None:
         # A rendered page replays as the browser left it: its scripts never run in the archive.
         response, declared = ArchivedResponse(response.status, response.headers, rendered), "text/html; charset=utf-8"
     if mime not in _HTML_TYPES and mime != "text/css":
@@ -207,6 +209,14 @@ def _copy(request: Request, capture: ArchivedCapture) -> Response:
         else:
             rewritten, media_type = rewriter.html(text, capture.url), "text/html; charset=utf-8"
     return Response(rewritten.encode(), media_type=media_type, headers=COPY_HEADERS)
+
+
+def _location(response: ArchivedResponse, url: str) -> str | None:
+    """Where an archived redirect leads, normalized; None when it says nowhere usable."""
+    try:
+        return normalize(response.header("Location") or "", url) if response.header("Location") else None
+    except InvalidURL:
+        return None
 
 
 def _made(request: Request, capture: ArchivedCapture, kind: str) -> bytes | None:

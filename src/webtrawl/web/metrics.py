@@ -84,7 +84,7 @@ _RENDER_METRICS = (
     ("rendered_pages_total", "rendered", "counter", "Pages rendered in the browser in this run."),
     ("render_seconds_total", "render_seconds", "counter", "Seconds spent rendering pages in this run."),
     ("subresources_total", "subresources", "counter", "Requests of rendered pages fetched and archived this run."),
-    ("render_timeouts_total", "render_timeouts", "counter", "Rendered pages a step of which hit --render-timeout."),
+    ("render_timeouts_total", "render_timeouts", "counter", "Rendered pages a step of which ran out of time."),
     ("browser_restarts_total", "browser_restarts", "counter", "Browsers started again after a crash this run."),
 )
 
