@@ -13,6 +13,7 @@ loads its own /static/NAME.js; the served HTML of an app page holds none of the 
 | /dialogs             | alert, confirm and prompt at load, then a link to /after-dialogs; title "Dialogs done"  |
 | /opener              | `window.open('/popup-target')` at load; title "Opener"                                  |
 | /pushstate           | `history.pushState` to /virtual/route; title "Pushed"                                   |
+| /new-window          | clicks a link with `target=_blank` to /blank-target, then removes it; title "New window"|
 | /never-idle          | a link to /after-idle, then polls /api/poll (answered after 50 ms) every 100 ms forever |
 | /busy-loop           | a link to /after-loop, then loops forever 50 ms later                                   |
 | /navigate-away       | a link to /before-leaving, then goes to `elsewhere` + "/elsewhere" after 100 ms         |
@@ -23,7 +24,7 @@ loads its own /static/NAME.js; the served HTML of an app page holds none of the 
 
 Served as they are, with no script: /static-page/1…3 (links to each other and to /: pages that need no rendering),
 and the leaf pages /item/1…40, /after-dialogs, /popup-target, /virtual/route, /after-idle, /after-loop,
-/before-leaving, /after-huge, /after-private. Anything else is 404.
+/before-leaving, /after-huge, /after-private, /blank-target. Anything else is 404.
 """
 
 from __future__ import annotations
@@ -49,12 +50,12 @@ _POLL_DELAY = 0.05
 _NAV = (
     *(f"/article/{n}" for n in range(1, _ARTICLES + 1)),
     *("/feed", "/player", "/dialogs", "/never-idle", "/busy-loop", "/navigate-away", "/huge-dom", "/private-sub"),
-    *("/pushstate", "/opener"),
+    *("/pushstate", "/opener", "/new-window"),
 )
 _LEAVES = (
     *(f"/item/{k}" for k in range(1, _FEED_PAGES * _FEED_PAGE_ITEMS + 1)),
     *("/after-dialogs", "/popup-target", "/virtual/route", "/after-idle", "/after-loop", "/before-leaving"),
-    *("/after-huge", "/after-private"),
+    *("/after-huge", "/after-private", "/blank-target"),
 )
 _MP3 = (b"\xff\xfb\x94\xc4" + bytes(380)) * 10
 """Ten silent MPEG-1 Layer III frames (see music.py): enough for a player to ask for, and to accept."""
@@ -125,6 +126,15 @@ link('/after-dialogs');
 document.title = 'Dialogs done';
 """,
     "opener": "window.open('/popup-target');\ndocument.title = 'Opener';\n",
+    "new-window": """\
+const a = document.createElement('a');
+a.href = '/blank-target';
+a.target = '_blank';
+document.body.append(a);
+a.click();
+a.remove();
+document.title = 'New window';
+""",
     "pushstate": "history.pushState({}, '', '/virtual/route');\ndocument.title = 'Pushed';\n",
     "never-idle": """\
 link('/after-idle');
@@ -269,7 +279,8 @@ class JsSite:
             "/api/player.json": _json({"src": "/media/track.mp3"}),
             "/api/secret": _json({"secret": "robots.txt says no"}),
         }
-        for name in ("feed", "dialogs", "opener", "pushstate", "never-idle", "busy-loop", "navigate-away", "huge-dom"):
+        scripted = ("feed", "dialogs", "opener", "new-window", "pushstate", "never-idle", "busy-loop", "navigate-away")
+        for name in (*scripted, "huge-dom"):
             routes[f"/{name}"] = (_HTML, _shell(name))
         for name, script in _SCRIPTS.items():
             if name == "navigate-away":

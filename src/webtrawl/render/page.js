@@ -16,6 +16,20 @@
       Object.defineProperty(window, name, { value: undefined });
     } catch (e) {}
   }
+  // A link that opens another window (a target, or a base target) is noted, not followed: no window opens.
+  addEventListener(
+    "click",
+    (event) => {
+      const link = event.target && event.target.closest ? event.target.closest("a[href], area[href]") : null;
+      const base = document.querySelector("base[target]");
+      const target = (link && (link.getAttribute("target") || (base && base.getAttribute("target")))) || "_self";
+      if (link && !["_self", "_parent", "_top"].includes(target.toLowerCase())) {
+        note(link.href);
+        event.preventDefault();
+      }
+    },
+    true,
+  );
   window.open = function (url) {
     note(url);
     return null;

@@ -168,6 +168,7 @@ class Renderer:
         self._cache = ResourceCache()
         self._slots = asyncio.Semaphore(config.render.concurrency)
         self._sessions: dict[Any, _Session] = {}
+        self._closing: set[asyncio.Future[None]] = set()
         self._stack = AsyncExitStack()
         self._chromium = Chromium(
             recycle_every=config.render.recycle_every, user_agent=config.fetch.user_agent, setup=self._setup
@@ -181,7 +182,7 @@ class Renderer:
     async def __aexit__(self, *exc: object) -> None:
         for task in self._robots.values():
             task.cancel()
-        await asyncio.gather(*self._robots.values(), return_exceptions=True)
+        await asyncio.gather(*self._robots.values(), *self._closing, return_exceptions=True)
         await self._stack.aclose()
 
     @property
@@ -214,6 +215,7 @@ class Renderer:
         return True
 
     async def _setup(self, context: BrowserContext) -> None:
+        context.on("page", self._on_new_page)
         await context.add_init_script(PAGE_SCRIPT)
         await context.route("**/*", self._route)
         # A WebSocket the page opens is answered by no one: it would reach the network on its own.
@@ -341,12 +343,11 @@ class Renderer:
         """Every request of every rendered page: the page's own document, or a request served by the fetcher."""
         try:
             page = request.frame.page
-        except Exception:  # a frame already gone (its page closed): nothing is waiting for the answer
-            await _abort(route, "aborted")
-            return
+        except Exception:  # a frame gone (its page closed), or not there yet (a new window's first request)
+            page = None
         session = self._sessions.get(page)
         if session is None:
-            await self._popup(route, request, page)
+            await self._stray(route, request)
             return
         url = request.url
         navigation = request.is_navigation_request()
@@ -384,19 +385,22 @@ class Renderer:
         else:
             await _fulfill(route, outcome, session.max_size)
 
-    async def _popup(self, route: Route, request: Request, popup: Page) -> None:
-        """A request of a window a rendered page opened (a link with a target; `window.open` is taken away):
-        where it goes is a link of the page, and the window is closed. Anything else is refused."""
+    async def _stray(self, route: Route, request: Request) -> None:
+        """A request of no page being rendered: refused. A new window's first navigation (a link with a target
+        that `page.js` did not see) is a link of the page it came from, known by its Referer."""
         await _abort(route, "aborted")
-        try:
-            opener = await popup.opener()
-        except Exception:
-            opener = None
-        session = self._sessions.get(opener)
-        if session is not None and request.is_navigation_request():
-            session.note_link(request.url)
-        if opener is not None:
-            await _close_popup(popup)
+        referer = request.headers.get("referer")
+        if referer and request.is_navigation_request():
+            for session in self._sessions.values():
+                if session.url == referer:
+                    session.note_link(request.url)
+                    break
+
+    def _on_new_page(self, page: Page) -> None:
+        """A window a rendered page opened anyway is closed (a tab of ours has no opener)."""
+        task = asyncio.ensure_future(_close_if_opened(page))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def _requisite(self, session: _Session, url: str, browser_headers: dict[str, str]) -> FetchOutcome | None:
         """A request of a rendered page: from the cache, or refused, or fetched (and then archived)."""
@@ -486,11 +490,12 @@ async def _abort(route: Route, code: str) -> None:
         log.debug("could not refuse a request: %s", exc)
 
 
-async def _close_popup(popup: Page) -> None:
+async def _close_if_opened(page: Page) -> None:
     try:
-        await popup.close(run_before_unload=False)
-    except Exception as exc:
-        log.debug("popup: %s", exc)
+        if await page.opener() is not None:
+            await page.close(run_before_unload=False)
+    except Exception as exc:  # closed meanwhile
+        log.debug("a window a page opened: %s", exc)
 
 
 async def _thumbnail(page: Page) -> bytes:
