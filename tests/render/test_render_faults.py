@@ -163,3 +163,29 @@ async def test_render_auto_renders_only_the_pages_built_by_script(tmp_path: Path
     # A page whose script never yields keeps no rendered DOM: its text and links are those it was served with.
     assert rendered == scripted - {"/busy-loop"}
     assert report.render["rendered"] == len(scripted)
+
+
+async def test_a_user_behavior_runs_in_every_rendered_page(tmp_path: Path) -> None:
+    """`--behavior FILE.js`: the body of an async function, run after the built-in behaviours; what it makes
+    the page show is kept (here a link, after an await)."""
+    script = tmp_path / "behavior.js"
+    script.write_text(
+        "await new Promise((resolve) => setTimeout(resolve, 50));\n"
+        "const a = document.createElement('a');\n"
+        "a.href = '/behaved' + location.pathname;\n"
+        "document.body.append(a);\n"
+    )
+    async with JsSite() as site:
+        code, _out, err = await webtrawl(*render_args(site, tmp_path / "out", "--behavior", str(script)), "-q")
+        assert code == 0, err
+    conn = connect(tmp_path / "out")
+    found = {path_of(url) for (url,) in conn.execute("SELECT url FROM dropped UNION SELECT url FROM urls")}
+    # The links lead outside --allow: found and judged by the scope like any link.
+    assert {"/behaved/", *(f"/behaved{path}" for path in ARTICLES)} <= found, "each rendered page ran the script"
+
+
+async def test_an_unreadable_behavior_file_is_one_line(tmp_path: Path) -> None:
+    async with JsSite() as site:
+        code, _out, err = await webtrawl(*render_args(site, tmp_path, "--behavior", str(tmp_path / "missing.js")))
+    assert code != 0
+    one_line_error(err, "--behavior", "missing.js")

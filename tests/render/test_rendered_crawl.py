@@ -129,6 +129,16 @@ def test_dialogs_popups_and_history_do_not_stop_a_page(db: sqlite3.Connection) -
     assert "/blank-target" in done_paths(db), "a window opened by a link with a target is a link"
 
 
+def test_a_frame_written_by_script_is_a_link_and_loads_through_the_crawler(
+    rendered: Rendered, db: sqlite3.Connection
+) -> None:
+    assert "/frame-doc" in done_paths(db)
+    (title,) = db.execute("SELECT title FROM captures WHERE url LIKE '%/framed'").fetchone()
+    assert title == "Framed"
+    (archived,) = db.execute("SELECT COUNT(*) FROM resources WHERE url LIKE 'http%/frame-doc'").fetchone()
+    assert archived == 1, "the frame's document, as the page loaded it, is archived with the page"
+
+
 def test_a_navigation_away_is_a_link_and_the_page_stays(rendered: Rendered, db: sqlite3.Connection) -> None:
     assert "/before-leaving" in done_paths(db)
     elsewhere = db.execute("SELECT reason FROM dropped WHERE url LIKE 'http://127.0.0.2:9/elsewhere'").fetchall()

@@ -13,6 +13,7 @@ loads its own /static/NAME.js; the served HTML of an app page holds none of the 
 | /dialogs             | alert, confirm and prompt at load, then a link to /after-dialogs; title "Dialogs done"  |
 | /opener              | `window.open('/popup-target')` at load; title "Opener"                                  |
 | /pushstate           | `history.pushState` to /virtual/route; title "Pushed"                                   |
+| /framed              | writes an `<iframe src=/frame-doc>`; title "Framed"                                     |
 | /new-window          | clicks a link with `target=_blank` to /blank-target, then removes it; title "New window"|
 | /never-idle          | a link to /after-idle, then polls /api/poll (answered after 50 ms) every 100 ms forever |
 | /busy-loop           | a link to /after-loop, then loops forever 50 ms later                                   |
@@ -24,7 +25,7 @@ loads its own /static/NAME.js; the served HTML of an app page holds none of the 
 
 Served as they are, with no script: /static-page/1…3 (links to each other and to /: pages that need no rendering),
 and the leaf pages /item/1…40, /after-dialogs, /popup-target, /virtual/route, /after-idle, /after-loop,
-/before-leaving, /after-huge, /after-private, /blank-target. Anything else is 404.
+/before-leaving, /after-huge, /after-private, /blank-target, /frame-doc. Anything else is 404.
 """
 
 from __future__ import annotations
@@ -50,12 +51,12 @@ _POLL_DELAY = 0.05
 _NAV = (
     *(f"/article/{n}" for n in range(1, _ARTICLES + 1)),
     *("/feed", "/player", "/dialogs", "/never-idle", "/busy-loop", "/navigate-away", "/huge-dom", "/private-sub"),
-    *("/pushstate", "/opener", "/new-window"),
+    *("/pushstate", "/opener", "/new-window", "/framed"),
 )
 _LEAVES = (
     *(f"/item/{k}" for k in range(1, _FEED_PAGES * _FEED_PAGE_ITEMS + 1)),
     *("/after-dialogs", "/popup-target", "/virtual/route", "/after-idle", "/after-loop", "/before-leaving"),
-    *("/after-huge", "/after-private", "/blank-target"),
+    *("/after-huge", "/after-private", "/blank-target", "/frame-doc"),
 )
 _MP3 = (b"\xff\xfb\x94\xc4" + bytes(380)) * 10
 """Ten silent MPEG-1 Layer III frames (see music.py): enough for a player to ask for, and to accept."""
@@ -126,6 +127,12 @@ link('/after-dialogs');
 document.title = 'Dialogs done';
 """,
     "opener": "window.open('/popup-target');\ndocument.title = 'Opener';\n",
+    "framed": """\
+const frame = document.createElement('iframe');
+frame.src = '/frame-doc';
+app.append(frame);
+document.title = 'Framed';
+""",
     "new-window": """\
 const a = document.createElement('a');
 a.href = '/blank-target';
@@ -279,8 +286,8 @@ class JsSite:
             "/api/player.json": _json({"src": "/media/track.mp3"}),
             "/api/secret": _json({"secret": "robots.txt says no"}),
         }
-        scripted = ("feed", "dialogs", "opener", "new-window", "pushstate", "never-idle", "busy-loop", "navigate-away")
-        for name in (*scripted, "huge-dom"):
+        scripted = ("feed", "dialogs", "opener", "new-window", "framed", "pushstate", "never-idle", "busy-loop")
+        for name in (*scripted, "navigate-away", "huge-dom"):
             routes[f"/{name}"] = (_HTML, _shell(name))
         for name, script in _SCRIPTS.items():
             if name == "navigate-away":
