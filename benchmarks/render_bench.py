@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/render_bench.py [--pages 1000] [--long 5000]
 
 For each crawl: pages/s, CPU ms per page (the crawler and every process it started and reaped: Playwright's
-driver and Chromium), peak memory summed over the crawler's whole process tree (sampled from /proc every
-0.2 s), and requests the site received per page. `--long N` adds a rendered crawl of N pages that prints
-the tree's memory every 500 pages (it should stay flat: contexts are recycled).
+driver and Chromium), peak memory of the crawler's whole process tree (the sum of its processes' PSS, sampled
+from /proc every 0.2 s), and requests the site received per page. `--long N` adds a rendered crawl of N pages
+that prints the tree's memory every 500 pages (it should stay flat: contexts are recycled).
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ from benchmarks.measure import print_columns, run_measured
 from tests.sites import SiteServer
 from tests.sites.jsapp import JsSite
 
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
-
-def tree_rss(root: int) -> int:
-    """Bytes resident in `root` and all its descendants now."""
+def tree_memory(root: int) -> int:
+    """Bytes of memory `root` and all its descendants use now: the sum of their PSS (each shared page
+    counted once across them, which a sum of RSS would count in every Chromium process)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -49,9 +48,13 @@ def tree_rss(root: int) -> int:
     total = 0
     for pid in tree:
         try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
-        except (OSError, ValueError, IndexError):
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
             continue
+        for line in rollup.splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1]) * 1024
+                break
     return total
 
 
@@ -69,8 +72,8 @@ class Sampler(threading.Thread):
             kids = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
             if not kids:
                 continue
-            rss = tree_rss(int(kids[-1]))
-            self.peak = max(self.peak, rss)
+            memory = tree_memory(int(kids[-1]))
+            self.peak = max(self.peak, memory)
             if next_mark is not None and (self.out / "crawl.db").exists():
                 try:
                     with sqlite3.connect(f"file:{self.out / 'crawl.db'}?mode=ro", uri=True) as conn:
@@ -78,7 +81,7 @@ class Sampler(threading.Thread):
                 except sqlite3.Error:
                     continue
                 if done >= next_mark:
-                    self.marks.append((done, rss))
+                    self.marks.append((done, memory))
                     next_mark += self.every or 0
 
 
@@ -105,8 +108,8 @@ def crawl(label: str, url: str, requests: Callable[[], int], pages: int, render:
         sampler.join()
         with sqlite3.connect(out / "crawl.db") as conn:
             (done,) = conn.execute("SELECT COUNT(*) FROM captures").fetchone()
-        for at, rss in sampler.marks:
-            print(f"  {label}: {at:,} pages done, process tree {rss / 2**20:,.0f} MB")
+        for at, memory in sampler.marks:
+            print(f"  {label}: {at:,} pages done, process tree {memory / 2**20:,.0f} MB (PSS)")
         done = max(done, 1)
         return [label, f"{done:,}", f"{done / usage.seconds:,.1f}", f"{usage.cpu_seconds * 1000 / done:,.1f}",
                 f"{sampler.peak / 2**20:,.0f}", f"{(requests() - before) / done:,.2f}"]  # fmt: skip
@@ -126,7 +129,7 @@ def main() -> None:
     ]
     if args.long:
         rows.append(crawl("long rendered", generated.url, lambda: len(generated.log), args.long, True, 500))  # type: ignore[attr-defined]
-    print_columns(["crawl", "pages", "pages/s", "CPU ms/page", "peak MB (tree)", "requests/page"], rows)
+    print_columns(["crawl", "pages", "pages/s", "CPU ms/page", "peak MB (tree PSS)", "requests/page"], rows)
 
 
 if __name__ == "__main__":
