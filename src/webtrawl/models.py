@@ -144,7 +144,7 @@ class FetchOutcome:
     elapsed: float = 0.0
     archived: bool = False
     """Set by the archive thread once the response's records are written (a rendered page's requests are
-    served again from memory only then: see `render.renderer.ResourceCache`)."""
+    served again from memory only then: see `render.cache.ResourceCache`)."""
 
     def header(self, name: str) -> str | None:
         """The first value of a response header, case-insensitively."""
