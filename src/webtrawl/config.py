@@ -358,6 +358,13 @@ class MediaConfig:
     per_host: int = 2
     resolvers: tuple[str, ...] = ()
     """Only these resolvers (by name; "generic" included) may claim media; empty: every one installed."""
+    quality: str | int = "best"
+    """Which variant of a stream: `best`, `worst`, or the highest bandwidth at most this (bits per second;
+    `800k` and `2M` are read too)."""
+    max_duration: float = 3600.0
+    """Seconds of a live stream (an HLS playlist without ENDLIST) recorded before it is cut."""
+    remux: bool = False
+    """Rewrite a joined stream into MP4 (`.mp4`, or `.m4a` for audio) with ffmpeg, where it is installed."""
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.kinds) - set(MEDIA_KINDS))
@@ -366,7 +373,25 @@ class MediaConfig:
         _positive("media-max-size", self.max_size, allow_none=True)
         _positive("media-concurrency", self.concurrency)
         _positive("media-per-host", self.per_host)
+        _positive("media-max-duration", self.max_duration)
+        self.stream_quality  # noqa: B018 (validates)
 
+    @property
+    def stream_quality(self) -> Quality:
+        quality = self.quality
+        if isinstance(quality, int) and not isinstance(quality, bool) and quality > 0:
+            return quality
+        text = str(quality).strip().lower()
+        if text in ("best", "worst"):
+            return "best" if text == "best" else "worst"
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([km]?)(?:bps|bit/s|b/s)?", text)
+        if match is None or float(match[1]) <= 0:
+            raise ConfigError(f"--media-quality {quality!r} must be best, worst or a bandwidth such as 800k or 2M")
+        return round(float(match[1]) * {"": 1, "k": 1000, "m": 1000_000}[match[2]])
+
+
+Quality = Literal["best", "worst"] | int
+"""A stream variant: the highest bandwidth, the lowest, or the highest at most this many bits per second."""
 
 RenderMode = Literal["off", "all", "auto"]
 

@@ -111,6 +111,9 @@ FLAG_FIELDS: dict[str, tuple[str | None, str, Callable[[Any], Any]]] = {
     "media_max_size": ("media", "max_size", lambda n: n or None),
     "media_concurrency": ("media", "concurrency", _same),
     "resolvers": ("media", "resolvers", _same),
+    "media_quality": ("media", "quality", _same),
+    "media_max_duration": ("media", "max_duration", _same),
+    "media_remux": ("media", "remux", _same),
     "render": ("render", "mode", _same),
     "render_match": ("render", "match", _same),
     "render_timeout": ("render", "timeout", _same),
@@ -242,6 +245,21 @@ CRAWL_OPTIONS = [
     ),
     click.option("--media-max-size", type=int, help="Bytes per media file (default 2 GiB; 0: no limit)."),
     click.option("--media-concurrency", type=int, help="Media downloads in flight (default 4), besides page fetches."),
+    click.option(
+        "--media-quality",
+        metavar="best|worst|BANDWIDTH",
+        help="Which variant of an HLS or DASH stream: the best (default), the worst, or the best at most this "
+        "many bits per second (800k, 2M).",
+    ),
+    click.option(
+        "--media-max-duration",
+        type=DURATION,
+        metavar="DURATION",
+        help="How much of a live stream is recorded before it is cut (default 1h; s/m/h/d).",
+    ),
+    click.option(
+        "--media-remux", is_flag=True, default=None, help="Rewrite joined streams into .mp4/.m4a with ffmpeg."
+    ),
     click.option(
         "--resolver",
         "resolvers",

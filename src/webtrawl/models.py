@@ -241,7 +241,9 @@ class MediaFile:
     path: str | None = None
     """The file, relative to the crawl directory; None for a duplicate (see `duplicate_of`) or a failure."""
     size: int = 0
+    """Bytes collected for the task: a stream's separate audio file included."""
     sha256: str | None = None
+    """Of the file at `path`."""
     duplicate_of: str | None = None
     """The task whose file has the same content: this one is recorded but not stored twice."""
     title: str | None = None
@@ -253,6 +255,12 @@ class MediaFile:
     """Times the download went on from bytes an earlier attempt (or run) had kept."""
     error: str | None = None
     """Why the task failed for good (it is also the frontier entry's reason)."""
+    stream: str | None = None
+    """`hls` or `dash` when the file was joined from a stream's segments (`segments` of them)."""
+    segments: int = 0
+    audio_path: str | None = None
+    """A stream's separate audio file (a DASH audio representation, an HLS audio rendition), unless
+    `--media-remux` muxed it into `path`."""
 
 
 Verdict = Literal["done", "failed", "retry"]

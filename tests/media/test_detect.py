@@ -71,7 +71,7 @@ def test_media_kind_by_extension(extensions: frozenset[str], kind: str) -> None:
     for extension in extensions:
         assert media_kind(f"http://h/dir/file.{extension}") == kind
         assert media_kind(f"file.{extension.upper()}") == kind
-    assert len(AUDIO_EXTENSIONS) == 13 and len(VIDEO_EXTENSIONS) == 10 and len(PLAYLIST_EXTENSIONS) == 4
+    assert len(AUDIO_EXTENSIONS) == 13 and len(VIDEO_EXTENSIONS) == 10 and len(PLAYLIST_EXTENSIONS) == 5
 
 
 @pytest.mark.parametrize(

@@ -40,10 +40,10 @@ _MAX_CANDIDATES = 4 * MAX_REFS
 AUDIO_EXTENSIONS = frozenset({"mp3", "m4a", "aac", "ogg", "oga", "opus", "flac", "wav", "wma", "aif", "aiff", "mka",
                               "weba"})  # fmt: skip
 VIDEO_EXTENSIONS = frozenset({"mp4", "m4v", "webm", "mkv", "mov", "avi", "wmv", "ogv", "3gp", "flv"})
-PLAYLIST_EXTENSIONS = frozenset({"m3u", "m3u8", "pls", "xspf"})
+PLAYLIST_EXTENSIONS = frozenset({"m3u", "m3u8", "pls", "xspf", "mpd"})
 PLAYLIST_TYPES = frozenset({"audio/x-mpegurl", "audio/mpegurl", "application/vnd.apple.mpegurl",
                             "application/x-mpegurl", "application/mpegurl", "audio/x-scpls",
-                            "application/xspf+xml"})  # fmt: skip
+                            "application/xspf+xml", "application/dash+xml"})  # fmt: skip
 
 _KIND_BY_EXTENSION: dict[str, MediaKind] = {
     **dict.fromkeys(AUDIO_EXTENSIONS, "audio"),

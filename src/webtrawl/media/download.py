@@ -67,7 +67,7 @@ async def download(
     max_size: int | None = None,
 ) -> Attempt:
     """GET `url` into `part`, going on from the bytes it holds when their validator allows it."""
-    meta = _read_meta(part)
+    meta = read_meta(part)
     offset = part.stat().st_size if meta.get("validator") and part.exists() else 0
     request = dict(headers or {})
     if offset:
@@ -144,6 +144,18 @@ async def _stream(resp: aiohttp.ClientResponse, part: Path, start: int, attempt:
             await asyncio.to_thread(out.flush)
 
 
+async def read_at_most(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, or its first `limit` bytes (`content.read(n)` alone returns what has arrived so far)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(CHUNK):
+        chunks.append(chunk[: limit - size])
+        size += len(chunks[-1])
+        if size >= limit:
+            break
+    return b"".join(chunks)
+
+
 def _validator(resp: aiohttp.ClientResponse) -> str | None:
     """What If-Range may carry: a strong ETag (weak ones are not allowed there), else Last-Modified."""
     etag = resp.headers.get("ETag")
@@ -152,7 +164,8 @@ def _validator(resp: aiohttp.ClientResponse) -> str | None:
     return resp.headers.get("Last-Modified")
 
 
-def _read_meta(part: Path) -> dict:
+def read_meta(part: Path) -> dict:
+    """What was saved beside a part file (`{}` when nothing readable was)."""
     try:
         meta = json.loads(sidecar(part).read_text())
     except (OSError, ValueError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import mimetypes
+import shutil
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -36,6 +37,7 @@ from .download import Attempt, discard, download, sha256_of
 from .playlists import read_playlist
 from .resolvers import PLAYLIST, MediaClient, MediaTask, Registry, ResolveError, Resolver
 from .resolvers import Page as MediaPage
+from .streams import StreamFiles, collect_stream, discard_parts, is_manifest, manifest_protocol, remux
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,9 @@ class MediaHandler:
         self._slots = asyncio.Semaphore(config.media.concurrency)
         self._host_active: Counter[str] = Counter()
         self._host_freed = asyncio.Condition()
+        self._remux = bool(shutil.which("ffmpeg"))
+        if config.media.remux and not self._remux:
+            log.warning("--media-remux: ffmpeg is not installed, so streams are kept as joined (.ts, .aac, …)")
         self._stored: dict[str, str] = {}
         """sha256 → task of the files this run stored (their rows may not be committed yet)."""
 
@@ -113,7 +118,8 @@ class MediaHandler:
                 self._host_freed.notify_all()
 
     async def _playlist(self, entry: Entry, task: MediaTask) -> PageResult:
-        """A playlist is read for the media it lists, which become tasks of their own."""
+        """A playlist is read: an HLS playlist or a DASH manifest is a stream, collected as this one task; any
+        other playlist lists media that become tasks of their own."""
         outcome = None
         try:
             outcome = await self._fetcher.fetch(task.url, any_type=True, max_size=MAX_PLAYLIST)
@@ -126,6 +132,12 @@ class MediaHandler:
                 return PageResult(retry_or_fail(self._config.fetch, entry, reason, outcome.retry_after))
             return PageResult(Completion(entry=entry, verdict="failed", reason=reason))
         body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), MAX_PLAYLIST)
+        if manifest_protocol(body):
+            async with self._slot(entry.host):
+                return await self._collect(entry, task, self._registry.generic, stream=True)
+        if outcome.content_type in ("text/html", "application/xhtml+xml") or body[:512].lstrip().startswith(b"<!"):
+            reason = f"not a playlist but a page ({outcome.content_type or 'no type'})"
+            return await self._failed(entry, task, reason)
         page = MediaPage(
             task.url, "", [ref for ref in read_playlist(body, task.url, outcome.content_type) if ref.kind in kinds]
         )
@@ -133,25 +145,41 @@ class MediaHandler:
         completion.children = [listed.new_url(entry.depth, entry.fp) for listed in self._registry.generic.find(page)]
         return PageResult(completion)
 
-    async def _collect(self, entry: Entry, task: MediaTask, resolver: Resolver) -> PageResult:
+    async def _collect(self, entry: Entry, task: MediaTask, resolver: Resolver, *, stream: bool = False) -> PageResult:
         session = self._fetcher.media_session()
         client = MediaClient(session)
         part = self._part(task)
-        resumes, attempt, url = 0, Attempt(), None
+        config = self._config.media
+        resumes, attempt, url, files = 0, Attempt(), None, None
         for _ in range(RESUMES_PER_HAND_OUT):
             try:
                 resolved = await resolver.resolve(task, client)
             except ResolveError as exc:
                 return await self._again_or_fail(entry, task, str(exc), exc.retryable, url)
             url = resolved.url
-            attempt = await download(session, url, part, headers=resolved.headers, max_size=self._config.media.max_size)
+            if stream or is_manifest(url, resolved.content_type):
+                files = await collect_stream(
+                    session,
+                    url,
+                    part,
+                    headers=resolved.headers,
+                    quality=config.stream_quality,
+                    max_size=config.max_size,
+                    max_duration=config.max_duration,
+                )
+                attempt = files.attempt
+            else:
+                attempt = await download(session, url, part, headers=resolved.headers, max_size=config.max_size)
             resumes += attempt.resumed
             if attempt.complete or not attempt.progressed or not attempt.retryable:
                 break
             await asyncio.sleep(RESUME_PAUSE)
         if not attempt.complete:
             return await self._again_or_fail(entry, task, attempt.error or "incomplete", attempt.retryable, url)
-        media = await self._file(entry, task, part, attempt, url or task.url)
+        if files is not None:
+            media = await self._stream_file(entry, task, part, files, url or task.url)
+        else:
+            media = await self._file(entry, task, part, attempt, url or task.url)
         media.resumes = resumes
         self._stats.record(200, media.size, None)
         return PageResult(Completion(entry=entry, verdict="done", media=media))
@@ -166,7 +194,7 @@ class MediaHandler:
         )
         if completion.verdict == "retry":  # its .part waits for the next attempt
             return PageResult(completion)
-        await asyncio.to_thread(discard, self._part(task))
+        await asyncio.to_thread(discard_parts, self._part(task))
         result = await self._failed(entry, task, completion.reason or reason)
         if result.completion.media is not None:
             result.completion.media.url = url
@@ -178,8 +206,6 @@ class MediaHandler:
 
     async def _file(self, entry: Entry, task: MediaTask, part: Path, attempt: Attempt, url: str) -> MediaFile:
         """Check, tag and move the finished part into place (or drop it as a duplicate)."""
-        digest = await asyncio.to_thread(sha256_of, part)
-        tags = await asyncio.to_thread(_tags, part)
         media = MediaFile(
             task=task.key,
             page_url=await self._page_url(entry),
@@ -187,10 +213,56 @@ class MediaHandler:
             kind=_kind(attempt.content_type, url),
             content_type=attempt.content_type,
             size=attempt.size,
-            sha256=digest,
             fetched_at=time.time(),
-            **tags,
         )
+        await self._store(task, part, _final_name(part, attempt.content_type), media)
+        return media
+
+    async def _stream_file(self, entry: Entry, task: MediaTask, part: Path, files: StreamFiles, url: str) -> MediaFile:
+        """A stream's joined tracks: remuxed into one MP4 when asked (and ffmpeg is there), then stored like a
+        file; a separate audio track that was not muxed in is kept beside the main one."""
+        media = MediaFile(
+            task=task.key,
+            page_url=await self._page_url(entry),
+            url=url,
+            kind=files.kind,
+            content_type=files.attempt.content_type,
+            size=files.attempt.size,
+            fetched_at=time.time(),
+            stream=files.protocol,
+            segments=files.segments,
+            duration=files.duration or None,
+        )
+        base = part.with_name(part.name.removesuffix(".part"))
+        main = part
+        extension = files.extension
+        if self._config.media.remux and self._remux:
+            extension = "m4a" if files.kind == "audio" else "mp4"
+            remuxed = base.with_name(base.name + ".remux.part")
+            if (reason := await remux(files, remuxed)) is None:
+                await asyncio.to_thread(discard_parts, part)
+                main, files.parts = remuxed, files.parts[:1]
+                media.content_type = "audio/mp4" if extension == "m4a" else "video/mp4"
+                media.size = (await asyncio.to_thread(remuxed.stat)).st_size
+            else:
+                log.warning("%s: kept as joined (%s)", task.key, reason)
+                extension = files.extension
+        if len(files.parts) > 1 and main is part:
+            audio_track, audio = files.parts[1]
+            final_audio = base.with_suffix(f".audio.{audio_track.extension}")
+            await asyncio.to_thread(_move, audio, final_audio)
+            media.audio_path = final_audio.relative_to(self._out).as_posix()
+        await self._store(task, main, base.with_suffix(f".{extension}"), media)
+        return media
+
+    async def _store(self, task: MediaTask, part: Path, final: Path, media: MediaFile) -> None:
+        """Hash and tag `part`, then move it to `final`, or drop it when a file of the same content is stored."""
+        digest = await asyncio.to_thread(sha256_of, part)
+        tags = await asyncio.to_thread(_tags, part)
+        media.sha256 = digest
+        for name, value in tags.items():
+            if getattr(media, name) is None:
+                setattr(media, name, value)
         earlier = self._stored.get(digest)
         if earlier is None:
             self._stored[digest] = task.key  # before any await: a twin finishing meanwhile sees this one
@@ -200,11 +272,9 @@ class MediaHandler:
         if earlier is not None and earlier != task.key:
             await asyncio.to_thread(discard, part)
             media.duplicate_of = earlier
-            return media
-        final = _final_name(part, attempt.content_type)
+            return
         await asyncio.to_thread(_move, part, final)
         media.path = final.relative_to(self._out).as_posix()
-        return media
 
     def _part(self, task: MediaTask) -> Path:
         """`media/<host>/<path of the address>.part` for direct addresses, `media/<host>/<resolver>/<id>.part`

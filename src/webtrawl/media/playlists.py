@@ -4,8 +4,8 @@ The format is told by the file's first bytes when they are distinctive, else by 
 its extension. Entries are resolved against the playlist's address. An entry of an M3U, PLS or XSPF list
 whose name tells nothing is taken as audio: these lists are mostly internet radio and music, whose streams
 have addresses like `http://host:8000/live`. An HLS playlist is different: its entries are variant
-playlists (`.m3u8`) and segments (`.ts`, `.aac`, …), reported only when their extension names a kind; HLS
-streams are not downloaded here.
+playlists (`.m3u8`) and segments (`.ts`, `.aac`, …), reported only when their extension names a kind; the
+crawl collects an HLS playlist (or a DASH MPD) as one stream (`media.streams`) and never lists it here.
 
 Work is bounded: a body over `MAX_BODY` is not read, at most `MAX_ENTRIES` entries are returned (of the
 first `4 * MAX_ENTRIES` distinct ones), and an XSPF file that declares a DTD is refused, so entity expansion
@@ -33,7 +33,7 @@ _MAX_TRIED = 4 * MAX_ENTRIES
 
 _Format = Literal["m3u", "pls", "xspf"]
 _FORMAT_BY_TYPE: dict[str, _Format] = {
-    **dict.fromkeys(PLAYLIST_TYPES, "m3u"),
+    **dict.fromkeys(PLAYLIST_TYPES - {"application/dash+xml"}, "m3u"),
     "audio/x-scpls": "pls",
     "application/xspf+xml": "xspf",
 }

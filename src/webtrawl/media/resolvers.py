@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..fetch.fetcher import describe_error
 from ..models import MediaRef, NewURL
 from ..urls import fingerprint, host_key, origin
+from .download import read_at_most
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,8 @@ class Resolved:
 
     url: str
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = ""
+    """What the address is known to serve, when it is (a stream's manifest is collected as a stream)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +133,7 @@ class MediaClient:
         """GET `url` (redirects followed), reading at most `MAX_REPLY` bytes; raises `ResolveError`."""
         try:
             async with self._session.get(URL(url), headers=headers) as resp:
-                body = await resp.content.read(MAX_REPLY)
+                body = await read_at_most(resp, MAX_REPLY)
                 return Reply(resp.status, dict(resp.headers), body, str(resp.url))
         except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
             reason, retryable = describe_error(exc)

@@ -242,4 +242,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX resources_url ON resources(crawl_id, url, fetched_at);
     """,
+    # 11: streams (HLS, DASH) collected as media tasks: the protocol, the segments joined, and a DASH
+    # stream's separate audio file when it was not muxed into the main one.
+    """
+    ALTER TABLE media ADD COLUMN stream TEXT;
+    ALTER TABLE media ADD COLUMN segments INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE media ADD COLUMN audio_path TEXT;
+    """,
 )
