@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from tests.crawls import fast_config
 from tests.media.test_media_crawl import recorded
@@ -16,9 +25,11 @@ from webtrawl.config import CrawlConfig, FetchConfig, MediaConfig
 from webtrawl.models import MediaFile
 
 
-def stream_config(site: StreamSite, out: Path, seed: str = "/", **media: object) -> CrawlConfig:
-    config = fast_config(site.url + seed, out, max_depth=1)
-    return replace(config, media=MediaConfig(kinds=("audio", "video"), **media))  # type: ignore[arg-type]
+def stream_config(
+    site: StreamSite, out: Path, seed: str = "/", max_depth: int | None = 1, **media: object
+) -> CrawlConfig:
+    config = fast_config(site.url + seed, out, max_depth=max_depth)
+    return replace(config, media=MediaConfig(**{"kinds": ("audio", "video"), **media}))  # type: ignore[arg-type]
 
 
 def by_task(out: Path) -> dict[str, MediaFile]:
@@ -128,3 +139,66 @@ async def test_a_bad_stream_fails_with_its_reason(tmp_path: Path, name: str, rea
     [row] = rows.values()
     assert row.path is None and row.error is not None and reason.lower() in row.error.lower(), row.error
     assert not list((tmp_path / "media").rglob("*.part*"))
+
+
+@pytest.mark.slow
+async def test_a_crawl_killed_mid_stream_resumes_after_its_last_whole_segment(tmp_path: Path) -> None:
+    async with StreamSite() as site:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "webtrawl", "crawl", site.url + "/page/slow", "--out", str(tmp_path),
+            "--media", "video", "--delay", "0", "-q", "--allow-private", "127.0.0.0/8",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        for _ in range(600):  # until the fifth segment is asked for (the site holds it)
+            if site.asked(lambda path: path == "/s/slow/seg4.ts"):
+                break
+            await asyncio.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+        parts = list((tmp_path / "media").rglob("index.m3u8.part"))
+        kept = parts[0].stat().st_size if parts else 0
+        site.release.set()
+        config = stream_config(site, tmp_path, "/page/slow", max_depth=None, kinds=("video",))
+        await Crawler(replace(config, fetch=FetchConfig())).run()
+        row = by_task(tmp_path)[f"{site.url}/s/slow/index.m3u8"]
+        asked = Counter(site.asked(lambda path: "/seg" in path))
+        assert stored(tmp_path, row) == site.expected("slow")
+    assert kept == len(site.expected("slow")) // 8 * 4  # four whole segments
+    assert [asked[f"/s/slow/seg{i}.ts"] for i in range(8)] == [1, 1, 1, 1, 2, 1, 1, 1]
+    assert row.resumes == 1 and row.segments == 4  # this run's segments; the file holds all 8
+
+
+needs_ffmpeg = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs ffmpeg (.ci/run installs it)")
+
+
+@needs_ffmpeg
+@pytest.mark.parametrize("protocol", ["hls", "dash"])
+async def test_media_remux_rewrites_a_real_stream_into_one_mp4(tmp_path: Path, protocol: str) -> None:
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    manifest = "index.m3u8" if protocol == "hls" else "manifest.mpd"
+    make = ["-f", "hls", "-hls_time", "1", "-hls_playlist_type", "vod"] if protocol == "hls" else ["-f", "dash"]
+    subprocess.run(
+        ["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=duration=4:size=64x64:rate=10",
+         "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-c:a", "aac", *make, str(site_dir / manifest)],
+        check=True,
+    )  # fmt: skip
+    kind = "application/x-mpegURL" if protocol == "hls" else "application/dash+xml"
+    (site_dir / "index.html").write_text(f'<video><source src="{manifest}" type="{kind}"></video>')
+    app = web.Application()
+    app.router.add_static("/", site_dir)
+    async with TestServer(app, host="127.0.0.1") as server:
+        config = fast_config(str(server.make_url("/index.html")), tmp_path / "out", max_depth=1)
+        await Crawler(replace(config, media=MediaConfig(kinds=("video",), remux=True))).run()
+    [row] = recorded(tmp_path / "out")
+    assert row.error is None and row.path is not None and row.path.endswith(".mp4") and row.audio_path is None
+    probe = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_entries", "stream=codec_type:format=duration", "-of", "json",
+         str(tmp_path / "out" / row.path)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    found = json.loads(probe.stdout)
+    assert sorted(stream["codec_type"] for stream in found["streams"]) == ["audio", "video"]
+    assert float(found["format"]["duration"]) == pytest.approx(4, abs=0.5)
+    assert row.content_type == "video/mp4" and row.stream == protocol
+    assert [path.name for path in (tmp_path / "out" / "media").rglob("*") if path.is_file()] == [Path(row.path).name]
