@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-redis bench-media bench-recrawl bench-render screenshots clean
+.PHONY: demo test test-fast lint bench bench-redis bench-media bench-stream bench-recrawl bench-render screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,9 @@ bench-redis: $(STAMP)  ## the same site crawled embedded and distributed on Redi
 
 bench-media: $(STAMP)  ## a 200 MB file from nginx: webtrawl's download vs curl, resumed, and in a crawl
 	$(PY) benchmarks/media_bench.py
+
+bench-stream: $(STAMP)  ## a 200 MB HLS stream (2 s segments) from nginx: webtrawl vs ffmpeg, and killed halfway and resumed
+	$(PY) benchmarks/stream_bench.py
 
 bench-recrawl: $(STAMP)  ## the same site crawled, then re-crawled with nothing changed (304s): what a re-crawl costs
 	$(PY) benchmarks/recrawl_bench.py

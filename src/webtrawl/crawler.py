@@ -34,6 +34,7 @@ from .frontier.budgets import Budgets
 from .frontier.sqlite import SqliteFrontier
 from .media.handler import MediaHandler
 from .media.resolvers import Registry
+from .media.sniffed import Sniffs
 from .models import Capture, Entry, NewURL, Resource
 from .pages import PageHandler, PageResult
 from .scope import Scope, SharedHosts
@@ -128,6 +129,7 @@ class Crawler:
             await db.run(clear_control, crawl_id)  # a new run runs, whatever the last one was told
             # Built even without --media: media tasks an earlier run queued are still collected on resume.
             registry = Registry(config.media.resolvers, config.media.kinds)
+            sniffs = Sniffs()
             scope = Scope(config.scope, seeds)
             for host in extra_hosts:
                 scope.add_host(host)
@@ -169,10 +171,13 @@ class Crawler:
                         db,
                         self.stats,
                         media=registry if config.media.kinds else None,
+                        sniffs=sniffs,
                         twins=self._twins(db, crawl_id),
                         shared=shared,
                     )
-                    media = MediaHandler(config, fetcher, politeness, db, crawl_id, registry, out, self.stats)
+                    media = MediaHandler(
+                        config, fetcher, politeness, db, crawl_id, registry, out, self.stats, sniffs=sniffs, pages=pages
+                    )
                     try:
                         outcome = await self._crawl(
                             frontier, politeness, fetcher, handler, media, warc, mirror, crawl_id, shared

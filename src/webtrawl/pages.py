@@ -19,6 +19,7 @@ from .fetch.politeness import Politeness
 from .fetch.robots import tag_directives
 from .media.resolvers import Page as MediaPage
 from .media.resolvers import Registry
+from .media.sniffed import Sniffs
 from .models import Capture, Completion, Entry, FetchOutcome, Link, NewURL, ParsedPage, Previous
 from .parse.decode import decompress, sniff_charset, to_text
 from .parse.guarded import GuardedParser, ParseTimeout
@@ -99,14 +100,17 @@ class PageHandler:
         stats: Stats,
         *,
         media: Registry | None = None,
+        sniffs: Sniffs | None = None,
         twins: Twins,
         shared: SharedHosts | None = None,
     ) -> None:
-        """`media`: the resolvers that name the media of each page, when the crawl collects media. `twins`:
-        where `--skip-near-duplicates` looks for earlier pages. `shared`: where the processes of a distributed
+        """`media`: the resolvers that name the media of each page, when the crawl collects media; `sniffs`:
+        where the media a rendered page's players asked for wait for their downloads. `twins`: where
+        `--skip-near-duplicates` looks for earlier pages. `shared`: where the processes of a distributed
         crawl share the hosts its scope gains."""
         self._shared = shared
         self._media = media
+        self._sniffs = sniffs
         self._twins = twins
         self._recent: deque[tuple[int, int]] = deque(maxlen=RECENT_SIMHASHES)
         self._config = config
@@ -222,7 +226,7 @@ class PageHandler:
                     completion.drops.clear()
                     self._add_links(entry, page, completion)
             if self._media is not None:
-                self._add_media(entry, text, page, completion, self._media)
+                self._add_media(entry, text, page, completion, self._media, rendering)
             if rendering is not None:  # requests of the page that were not sent, and why
                 completion.drops.extend(rendering.refused)
         return PageResult(completion, archived, decoded if self._config.mirror else None, rendering)
@@ -285,11 +289,23 @@ class PageHandler:
         )
         return body, text, page
 
-    @staticmethod
-    def _add_media(entry: Entry, text: str, page: ParsedPage, completion: Completion, registry: Registry) -> None:
+    def _add_media(
+        self,
+        entry: Entry,
+        text: str,
+        page: ParsedPage,
+        completion: Completion,
+        registry: Registry,
+        rendering: Rendering | None,
+    ) -> None:
         """The page's media become tasks in the frontier, one level deeper, whatever the depth limit and the
-        scope's hosts (media files often sit on another host): they lead nowhere further."""
-        for task in registry.tasks(MediaPage(entry.url, text, page.media)):
+        scope's hosts (media files often sit on another host): they lead nowhere further. Those its players
+        asked for when it was rendered come after those its HTML shows."""
+        tasks = registry.tasks(MediaPage(entry.url, text, page.media))
+        if rendering is not None and rendering.media and self._sniffs is not None:
+            known = {ref.url for ref in page.media}
+            tasks += self._sniffs.tasks(rendering.media, self._config.media.kinds, known)
+        for task in tasks:
             completion.children.append(task.new_url(entry.depth + 1, entry.fp))
 
     def _add_links(self, entry: Entry, page: ParsedPage, completion: Completion) -> None:

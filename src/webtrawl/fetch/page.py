@@ -15,6 +15,18 @@ from ..models import FetchOutcome, Link
 from .fetcher import Fetcher
 
 
+@dataclass(frozen=True, slots=True)
+class Sniffed:
+    """A media address a rendered page asked for (its player revealed it), and how it was asked for."""
+
+    url: str
+    kind: str
+    """`audio`, `video` or `playlist` (HLS, DASH, M3U…); empty when only the request said "media"."""
+    content_type: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    """What a download must send again, as the browser sent it: the Referer and the page's cookies."""
+
+
 @dataclass(slots=True, kw_only=True)
 class Rendering:
     """What the browser made of a page: the page as a reader saw it, and every request it made."""
@@ -30,6 +42,8 @@ class Rendering:
     resources: list[FetchOutcome] = field(default_factory=list)
     """The responses to the page's own requests (scripts, styles, XHR, images, media, frames), as received,
     in the order they ended; those served from the renderer's cache are not repeated."""
+    media: list[Sniffed] = field(default_factory=list)
+    """Audio, video and stream manifests the page asked for (when the crawl collects media), in order."""
     refused: list[tuple[str, str]] = field(default_factory=list)
     """Requests of the page not sent, with why: `private-address`, `robots.txt`, `method POST`."""
     dom: bytes | None = None

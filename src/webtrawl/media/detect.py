@@ -123,6 +123,21 @@ def media_kind(url: str, content_type: str | None = None) -> MediaKind | None:
     return _extension_kind(url)
 
 
+def sniff_kind(head: bytes) -> MediaKind | None:
+    """What a response's first bytes say it holds, for servers that send media as octet-stream."""
+    if head.startswith((b"ID3", b"fLaC", b"OggS")) or head[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf1"):
+        return "audio"
+    if head.startswith(b"RIFF") and head[8:12] == b"WAVE":
+        return "audio"
+    if head[4:8] == b"ftyp" or head.startswith(b"\x1a\x45\xdf\xa3"):  # MP4 family, Matroska/WebM
+        return "video"
+    if len(head) > 188 and head[0] == head[188] == 0x47:  # MPEG-TS
+        return "video"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"#EXTM3U") or b"<MPD" in head[:512]:
+        return "playlist"
+    return None
+
+
 def _type_kind(mime: str) -> MediaKind | None:
     if mime in PLAYLIST_TYPES:
         return "playlist"

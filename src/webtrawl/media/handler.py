@@ -24,6 +24,7 @@ import mutagen
 
 from ..config import CrawlConfig
 from ..fetch.fetcher import Fetcher
+from ..fetch.page import PageFetcher, Sniffed
 from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, MediaFile
 from ..pages import PageResult, retry_or_fail
@@ -37,6 +38,7 @@ from .download import Attempt, discard, download, sha256_of
 from .playlists import read_playlist
 from .resolvers import PLAYLIST, MediaClient, MediaTask, Registry, ResolveError, Resolver
 from .resolvers import Page as MediaPage
+from .sniffed import SNIFFED, SniffedResolver, Sniffs
 from .streams import StreamFiles, collect_stream, discard_parts, is_manifest, manifest_protocol, remux
 
 log = logging.getLogger(__name__)
@@ -62,8 +64,18 @@ class MediaHandler:
         registry: Registry,
         out: Path,
         stats: Stats,
+        *,
+        sniffs: Sniffs,
+        pages: PageFetcher,
     ) -> None:
+        """`sniffs`: the addresses rendered pages' players revealed; `pages`: how a sniffed task's page is
+        rendered again for a fresh address (when the crawl renders)."""
         self._config = config
+        self._sniffs = sniffs
+        self._pages = pages
+        self._parts: dict[Path, tuple[asyncio.Lock, list[int]]] = {}
+        """A lock per part file being written: two tasks may name the same file (a page's address, and the same
+        address a player asked for elsewhere)."""
         self._fetcher = fetcher
         self._politeness = politeness
         self._db = db
@@ -93,7 +105,7 @@ class MediaHandler:
                 return await self._playlist(entry, task)
             # The request starts now, at the host's pace; from here on the download holds a media slot.
             self._politeness.release(entry.host)
-            resolver = self._registry.get(task.resolver)
+            resolver = await self._sniffed(entry) if task.resolver == SNIFFED else self._registry.get(task.resolver)
             if resolver is None:
                 return await self._failed(entry, task, f"resolver {task.resolver!r} is not installed")
             async with self._slot(entry.host):
@@ -146,9 +158,28 @@ class MediaHandler:
         return PageResult(completion)
 
     async def _collect(self, entry: Entry, task: MediaTask, resolver: Resolver, *, stream: bool = False) -> PageResult:
+        part = self._part(task)
+        async with self._writing(part):
+            return await self._collect_into(part, entry, task, resolver, stream)
+
+    @asynccontextmanager
+    async def _writing(self, part: Path) -> AsyncIterator[None]:
+        """The part file to this task alone; a lock is forgotten when no task holds or awaits it."""
+        lock, users = self._parts.setdefault(part, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._parts[part]
+
+    async def _collect_into(
+        self, part: Path, entry: Entry, task: MediaTask, resolver: Resolver, stream: bool
+    ) -> PageResult:
         session = self._fetcher.media_session()
         client = MediaClient(session)
-        part = self._part(task)
         config = self._config.media
         resumes, attempt, url, files = 0, Attempt(), None, None
         for _ in range(RESUMES_PER_HAND_OUT):
@@ -276,11 +307,22 @@ class MediaHandler:
         await asyncio.to_thread(_move, part, final)
         media.path = final.relative_to(self._out).as_posix()
 
+    async def _sniffed(self, entry: Entry) -> SniffedResolver:
+        """The resolver of a task a player revealed: its page is rendered again when a fresh address is needed
+        (that rendering is not archived: the page was, when it was crawled)."""
+        page_url = await self._page_url(entry)
+
+        async def render_again() -> list[Sniffed]:
+            fetched = await self._pages.fetch_page(page_url)
+            return fetched.rendering.media if fetched.rendering is not None else []
+
+        return SniffedResolver(self._sniffs, render_again if self._config.render.enabled and page_url else None)
+
     def _part(self, task: MediaTask) -> Path:
-        """`media/<host>/<path of the address>.part` for direct addresses, `media/<host>/<resolver>/<id>.part`
-        for the others."""
-        if task.id == task.url:
-            relative = mirror_path(task.url, "")
+        """`media/<host>/<path of the address>.part` for direct and sniffed addresses,
+        `media/<host>/<resolver>/<id>.part` for the others."""
+        if task.id == task.url or task.resolver == SNIFFED:  # named by its address (a sniffed one unsigned)
+            relative = mirror_path(task.id, "")
         else:
             host = mirror_path(task.url, "").parts[0]
             relative = PurePosixPath(host, safe_name(task.resolver), safe_name(task.id))

@@ -11,7 +11,8 @@ ends, so the host's delay runs from the end of a rendering to the start of the n
 requests (its requisites) are not spaced by the delay — a page needs them together to load in reasonable
 time, as a browser loads them — but at most `REQUISITES_PER_HOST` are in flight to one host at once, across
 every page being rendered, and a requisite already fetched in this run is served from memory, not fetched
-or archived again (`ResourceCache`).
+or archived again (`ResourceCache`). When the crawl collects media, the route also records what the page's
+players ask for (`sniffer`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ..urls import normalize, origin
 from .auto import looks_scripted
 from .browser import BrowserGone, Chromium
 from .cache import ResourceCache
+from .sniffer import media_request, media_response, sniffed
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page, Request, Route
@@ -63,6 +65,10 @@ READING_SHARE = 0.2
 """Share of `--render-timeout` (at least a second) kept for reading the page after its behaviours."""
 MAX_SCROLLS = 30
 MAX_LINKS = 10_000
+MAX_MEDIA = 1000
+"""Media addresses kept from one page (see `sniffer`)."""
+_COLLECTED = FetchOutcome(url="", started_at=0.0)
+"""What `_requisite` answers for a request the page's media downloader will collect instead of the browser."""
 MAX_ROBOTS = 10_000
 """Hosts whose robots.txt the renderer keeps (those the crawl itself knows are asked of `Politeness`)."""
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
@@ -118,6 +124,7 @@ class Renderer:
         """`robots(origin)`: a host's robots.txt rules, for requests of pages to hosts the crawl has not met."""
         self._config = config
         self._render = config.render
+        self._sniffing = bool(config.media.kinds)
         self._match = re.compile(config.render.match) if config.render.match else None
         self._fetcher = fetcher
         self._politeness = politeness
@@ -331,14 +338,16 @@ class Renderer:
             return
         session.in_flight += 1
         try:
-            outcome = await self._requisite(session, url, request.headers)
+            outcome = await self._requisite(session, request)
         except Exception as exc:  # a robots.txt source that failed (a distributed crawl's Redis): not sent
             log.warning("a request of %s was not sent: %r", session.url, exc)
             outcome = None
         finally:
             session.in_flight -= 1
             session.last_activity = time.monotonic()
-        if outcome is None:
+        if outcome is _COLLECTED:
+            await _abort(route, "aborted")
+        elif outcome is None:
             await _abort(route, "blockedbyclient")
         elif outcome.status is None:
             await _abort(route, "blockedbyclient" if (outcome.error or "").startswith("blocked") else "failed")
@@ -362,8 +371,10 @@ class Renderer:
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
-    async def _requisite(self, session: _Session, url: str, browser_headers: dict[str, str]) -> FetchOutcome | None:
-        """A request of a rendered page: from the cache, or refused, or fetched (and then archived)."""
+    async def _requisite(self, session: _Session, request: Request) -> FetchOutcome | None:
+        """A request of a rendered page: from the cache, or refused, or collected as media (not sent: see
+        `_sniffed`), or fetched (and then archived)."""
+        url = request.url
         cached = self._cache.get(url)
         if cached is not None:
             return cached
@@ -375,6 +386,10 @@ class Renderer:
         if not rules.allowed(url):
             session.rendering.refused.append((url, "robots.txt"))
             return None
+        if self._sniffing and (kind := media_request(request)) is not None:
+            await self._sniffed(session, request, kind, "")
+            return _COLLECTED
+        browser_headers = request.headers
         headers = {name: value for name, value in browser_headers.items() if name.lower() in ("referer", "accept")}
         async with self._host_slot(site):
             outcome = await self._fetcher.fetch(url, any_type=True, headers=headers)
@@ -384,7 +399,14 @@ class Renderer:
         if outcome.status is not None and not session.ended:
             session.rendering.resources.append(outcome)
             self._cache.put(outcome)
+            if self._sniffing and outcome.status == 200 and (kind := media_response(outcome)) is not None:
+                await self._sniffed(session, request, kind, outcome.content_type)
         return outcome
+
+    async def _sniffed(self, session: _Session, request: Request, kind: str, content_type: str) -> None:
+        media = await sniffed(request, kind, content_type)
+        if len(session.rendering.media) < MAX_MEDIA and not session.ended:
+            session.rendering.media.append(media)
 
     @contextlib.asynccontextmanager
     async def _host_slot(self, site: str) -> AsyncIterator[None]:
