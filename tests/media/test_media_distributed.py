@@ -7,6 +7,7 @@ import hashlib
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import pytest
 
@@ -14,13 +15,16 @@ from tests.cluster.processes import coordinator, wait_for_crawl, worker
 from tests.redis_servers import RedisServer
 from tests.sites import music_resolver
 from tests.sites.music import MusicSite
+from tests.sites.streams import PAGES, StreamSite, manifest_path
+
+Site = TypeVar("Site", MusicSite, StreamSite)
 
 
-class ThreadedMusicSite:
-    """The music site served from a thread, for tests whose crawlers are other processes."""
+class ThreadedSite(Generic[Site]):
+    """A test site served from a thread, for tests whose crawlers are other processes."""
 
-    def __init__(self) -> None:
-        self.site = MusicSite()
+    def __init__(self, site: Site) -> None:
+        self.site = site
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
@@ -31,7 +35,7 @@ class ThreadedMusicSite:
             while not self._stop.is_set():
                 await asyncio.sleep(0.05)
 
-    def __enter__(self) -> MusicSite:
+    def __enter__(self) -> Site:
         self._thread.start()
         assert self._ready.wait(20)
         return self.site
@@ -50,7 +54,7 @@ class Seeds:
 def test_a_coordinator_and_a_worker_collect_every_track_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     plugins = music_resolver.install(tmp_path / "plugins")
     monkeypatch.setenv("PYTHONPATH", f"{plugins}:{Path.cwd()}")
-    with ThreadedMusicSite() as site, RedisServer() as server:
+    with ThreadedSite(MusicSite()) as site, RedisServer() as server:
         coord = coordinator(Seeds(site.url + "/"), server.url, tmp_path / "coord", "--media", "audio,video")  # type: ignore[arg-type]
         wait_for_crawl(server.url)
         helper = worker(server.url, tmp_path / "w1")
@@ -76,3 +80,24 @@ def test_a_coordinator_and_a_worker_collect_every_track_once(tmp_path: Path, mon
         if path is not None:
             assert hashlib.sha256((homes[node] / path).read_bytes()).hexdigest() == digest
     assert set(signed) <= set(by_task)
+
+
+@pytest.mark.slow
+def test_streams_are_collected_once_each_in_a_distributed_crawl(tmp_path: Path) -> None:
+    with ThreadedSite(StreamSite()) as site, RedisServer() as server:
+        coord = coordinator(Seeds(site.url + "/"), server.url, tmp_path / "coord", "--media", "video")  # type: ignore[arg-type]
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w1")
+        code, _stdout, stderr = coord.finish()
+        assert code == 0, stderr
+        code, _out, stderr = helper.finish()
+        assert code == 0, stderr
+        expected = {f"playlist:{site.url}{manifest_path(name)}": site.expected(name) for name in PAGES}
+    db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
+    rows = db.execute("SELECT task, path, node, error, stream FROM media").fetchall()
+    db.close()
+    homes = {"node-01": tmp_path / "coord", "node-02": tmp_path / "w1"}
+    assert sorted(task for task, *_rest in rows) == sorted(expected)
+    for task, path, node, error, stream in rows:
+        assert error is None and stream in ("hls", "dash")
+        assert (homes[node] / path).read_bytes() == expected[task]

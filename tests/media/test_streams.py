@@ -127,6 +127,8 @@ async def test_a_live_playlist_that_ends_is_recorded_whole(tmp_path: Path) -> No
         ("key403", "HTTP 403"),
         ("huge", "100,000 segments"),
         ("html", "not a playlist but a page (text/html)"),
+        ("private-segment", "blocked"),
+        ("private-key", "blocked"),
     ],
 )
 async def test_a_bad_stream_fails_with_its_reason(tmp_path: Path, name: str, reason: str) -> None:
@@ -202,3 +204,12 @@ async def test_media_remux_rewrites_a_real_stream_into_one_mp4(tmp_path: Path, p
     assert float(found["format"]["duration"]) == pytest.approx(4, abs=0.5)
     assert row.content_type == "video/mp4" and row.stream == protocol
     assert [path.name for path in (tmp_path / "out" / "media").rglob("*") if path.is_file()] == [Path(row.path).name]
+
+
+async def test_media_max_size_counts_the_whole_stream(tmp_path: Path) -> None:
+    async with StreamSite() as site:
+        limit = len(site.expected("clear")) - 1  # every segment fits; the stream does not
+        await Crawler(stream_config(site, tmp_path, "/page/clear", max_size=limit)).run()
+        [row] = by_task(tmp_path).values()
+    assert row.path is None and row.error == f"too large (the stream is over --media-max-size {limit:,} bytes)"
+    assert not list((tmp_path / "media").rglob("*.part*"))

@@ -23,6 +23,8 @@ frames or fMP4 boxes in shape only); `tests/media/test_remux.py` makes real medi
 | key403               | index.m3u8: its key is 403                                                              |
 | huge                 | index.m3u8: 100,000 segments                                                            |
 | html                 | index.m3u8: an HTML page served as text/html                                            |
+| private-segment      | index.m3u8: its second segment is on 10.255.255.1                                       |
+| private-key          | index.m3u8: its key is on 192.168.255.1                                                 |
 | dash-number          | manifest.mpd: SegmentTemplate $Number$, video v1/v2 (500k, 1.5M), audio a1/a2 (64k, 128k) |
 | dash-time            | manifest.mpd: SegmentTemplate $Time$ with a SegmentTimeline (video and audio)           |
 | dash-list            | manifest.mpd: SegmentList with an initialization (video only)                           |
@@ -253,6 +255,10 @@ class StreamSite:
             lines += [f"#EXTINF:2.0,\n#EXT-X-BYTERANGE:{size}@{i * size}\nall.ts" for i in range(3)]
         elif name == "key403":
             lines += ['#EXT-X-KEY:METHOD=AES-128,URI="key.bin"', "#EXTINF:2.0,\nseg0.ts"]
+        elif name == "private-segment":
+            lines += ["#EXTINF:2.0,\nseg0.ts", "#EXTINF:2.0,\nhttp://10.255.255.1/seg1.ts"]
+        elif name == "private-key":
+            lines += ['#EXT-X-KEY:METHOD=AES-128,URI="http://192.168.255.1/key.bin"', "#EXTINF:2.0,\nseg0.ts"]
         elif name in ("endless",):
             lines += [f"#EXTINF:2.0,\nseg{i}.ts" for i in range(3)]
         elif name in _COUNTS or name == "html":

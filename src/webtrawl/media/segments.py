@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Literal, TypeVar
+from typing import BinaryIO, Literal, NamedTuple, TypeVar
 
 import aiohttp
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -151,34 +151,30 @@ class Requests:
     async def key(self, key: Key) -> bytes:
         if (known := self._keys.get(key.url)) is not None:
             return known
-        body, status, error = await self._get(key.url, None, 64)
-        if error is not None or status != 200:
-            raise StreamError(f"key {key.url}: {error or f'HTTP {status}'}", retryable=error is not None)
-        if len(body) != 16:
-            raise StreamError(f"key {key.url} is {len(body)} bytes, not the 16 of an AES-128 key")
-        self._keys[key.url] = body
-        return body
+        got = await self._get(key.url, None, 64)
+        if got.error is not None:
+            raise StreamError(f"key {key.url}: {got.error}", retryable=got.retryable)
+        if len(got.body) != 16:
+            raise StreamError(f"key {key.url} is {len(got.body)} bytes, not the 16 of an AES-128 key")
+        self._keys[key.url] = got.body
+        return got.body
 
     async def segment(self, segment: Segment, limit: int) -> bytes:
         """A segment's bytes as served (at most `limit`, else `TooLarge`), tried `SEGMENT_TRIES` times."""
-        reason = ""
         for attempt in range(SEGMENT_TRIES):
             if attempt:
                 await asyncio.sleep(SEGMENT_PAUSE * 2 ** (attempt - 1))
-            body, status, error = await self._get(segment.url, segment.byterange, limit)
-            if error is None and status in (200, 206):
-                if segment.byterange is not None and status == 200:  # the server ignored Range
+            got = await self._get(segment.url, segment.byterange, limit)
+            if got.error is None:
+                if segment.byterange is not None and got.status == 200:  # the server ignored Range
                     offset, length = segment.byterange
-                    body = body[offset : offset + length]
-                return body
-            reason = error or f"HTTP {status}"
-            if error is None and status is not None and not _retryable(status) and status != 404:
+                    return got.body[offset : offset + length]
+                return got.body
+            if not got.retryable:
                 break
-        raise StreamError(f"{reason} ({segment.url})", retryable=True)
+        raise StreamError(f"{got.error} ({segment.url})", retryable=got.retryable)
 
-    async def _get(
-        self, url: str, byterange: tuple[int, int] | None, limit: int
-    ) -> tuple[bytes, int | None, str | None]:
+    async def _get(self, url: str, byterange: tuple[int, int] | None, limit: int) -> _Got:
         headers = dict(self.headers)
         if byterange is not None:
             headers["Range"] = f"bytes={byterange[0]}-{byterange[0] + byterange[1] - 1}"
@@ -187,7 +183,8 @@ class Requests:
         try:
             async with self.session.get(URL(url, encoded=True), headers=headers) as resp:
                 if resp.status not in (200, 206):
-                    return b"", resp.status, None
+                    # A 404 is tried again too: a CDN's edge may not have the segment yet.
+                    return _Got(b"", resp.status, f"HTTP {resp.status}", _retryable(resp.status) or resp.status == 404)
                 if resp.content_length is not None and resp.content_length > limit and byterange is None:
                     raise TooLarge(f"too large (a segment of {resp.content_length:,} bytes)")
                 async for chunk in resp.content.iter_chunked(CHUNK):
@@ -195,9 +192,19 @@ class Requests:
                     if size > limit and (byterange is None or size > byterange[0] + byterange[1]):
                         raise TooLarge("too large")
                     chunks.append(chunk)
-                return b"".join(chunks), resp.status, None
+                return _Got(b"".join(chunks), resp.status)
         except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-            return b"", None, describe_error(exc)[0]
+            reason, retryable = describe_error(exc)
+            return _Got(b"", None, reason, retryable)
+
+
+class _Got(NamedTuple):
+    """A response's body, or why there is none (`error`) and whether asking again may help."""
+
+    body: bytes
+    status: int | None
+    error: str | None = None
+    retryable: bool = True
 
 
 def _retryable(status: int) -> bool:
