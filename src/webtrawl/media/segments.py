@@ -235,9 +235,10 @@ async def download_track(track: Track, part: Path, requests: Requests, budget: B
         await asyncio.to_thread(discard, part)
     budget.size += attempt.size
     budget.duration += sum(s.duration for s in track.segments[:done])
+    budget.segments += done
     try:
         with await asyncio.to_thread(_open_part, part, attempt.size) as out:
-            if done == 0 and track.init is not None:
+            if attempt.size == 0 and track.init is not None:
                 await _append(out, await requests.segment(track.init, _room(budget)), attempt, budget)
                 await _mark(part, track, 0, attempt.size)
             pending = track.segments[done:]
