@@ -50,18 +50,23 @@ class Seeds:
         self.seeds = [url]
 
 
+def crawl_with_a_worker(seed: str, redis_url: str, tmp_path: Path, kinds: str) -> None:
+    """A coordinator (node-01, in tmp_path/coord) and a worker (node-02, in tmp_path/w1) collect `kinds`."""
+    coord = coordinator(Seeds(seed), redis_url, tmp_path / "coord", "--media", kinds)  # type: ignore[arg-type]
+    wait_for_crawl(redis_url)
+    helper = worker(redis_url, tmp_path / "w1")
+    code, _stdout, stderr = coord.finish()
+    assert code == 0, stderr
+    code, _out, stderr = helper.finish()
+    assert code == 0, stderr
+
+
 @pytest.mark.slow
 def test_a_coordinator_and_a_worker_collect_every_track_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     plugins = music_resolver.install(tmp_path / "plugins")
     monkeypatch.setenv("PYTHONPATH", f"{plugins}:{Path.cwd()}")
     with ThreadedSite(MusicSite()) as site, RedisServer() as server:
-        coord = coordinator(Seeds(site.url + "/"), server.url, tmp_path / "coord", "--media", "audio,video")  # type: ignore[arg-type]
-        wait_for_crawl(server.url)
-        helper = worker(server.url, tmp_path / "w1")
-        code, _stdout, stderr = coord.finish()
-        assert code == 0, stderr
-        code, _out, stderr = helper.finish()
-        assert code == 0, stderr
+        crawl_with_a_worker(site.url + "/", server.url, tmp_path, "audio,video")
         expected = {url for urls in site.expected.values() for url in urls}
         sha = {site.url + track.path: track.sha256 for track in site.tracks.values()}
         sha[site.url + "/files/clip.vtt"] = site.served("/files/clip.vtt").sha256
@@ -85,13 +90,7 @@ def test_a_coordinator_and_a_worker_collect_every_track_once(tmp_path: Path, mon
 @pytest.mark.slow
 def test_streams_are_collected_once_each_in_a_distributed_crawl(tmp_path: Path) -> None:
     with ThreadedSite(StreamSite()) as site, RedisServer() as server:
-        coord = coordinator(Seeds(site.url + "/"), server.url, tmp_path / "coord", "--media", "video")  # type: ignore[arg-type]
-        wait_for_crawl(server.url)
-        helper = worker(server.url, tmp_path / "w1")
-        code, _stdout, stderr = coord.finish()
-        assert code == 0, stderr
-        code, _out, stderr = helper.finish()
-        assert code == 0, stderr
+        crawl_with_a_worker(site.url + "/", server.url, tmp_path, "video")
         expected = {f"playlist:{site.url}{manifest_path(name)}": site.expected(name) for name in PAGES}
     db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
     rows = db.execute("SELECT task, path, node, error, stream FROM media").fetchall()

@@ -32,6 +32,8 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
+from tests.sites.serving import serve
+
 _SECRET = b"players"
 _PLAYERS = {"load": 1, "click": 2, "timer": 3, "typed": 4, "bytes": 5, "hls": 6, "again": 1}
 _HEAD = "<!doctype html><meta charset=utf-8><title>Player {name}</title>"
@@ -87,11 +89,7 @@ class PlayerSite:
         app.router.add_get("/stream", self._media)
         app.router.add_get("/blob", self._media)
         app.router.add_get("/hls/{id}/{file}", self._hls)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
-        await site.start()
-        self.url = f"http://{self.host}:{self._runner.addresses[0][1]}"
+        self._runner, self.url = await serve(app, self.host)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -47,6 +47,8 @@ from aiohttp import web
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from tests.sites.serving import serve
+
 _HLS = "application/vnd.apple.mpegurl"
 _KEYS = {"k1": bytes(range(16)), "k2": bytes(range(16, 32))}
 _IV = bytes.fromhex("000102030405060708090a0b0c0d0e0f")
@@ -93,12 +95,7 @@ class StreamSite:
         app.router.add_get("/page/{name}", self._page)
         app.router.add_get("/twice", self._twice)
         app.router.add_get("/s/{name}/{rest:.*}", self._stream)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.url = f"http://{self.host}:{port}"
+        self._runner, self.url = await serve(app, self.host)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
