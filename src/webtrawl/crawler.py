@@ -343,6 +343,8 @@ class Crawler:
                             break
                         if entries and len(entries) == budget:
                             continue
+                        if politeness.robots_wanted and len(robots_pending) < config.concurrency and not self._paused:
+                            continue  # the claim asked for new hosts' robots.txt: fetch it now, not after the wait
                         # With no fetch slot free, only an ending fetch (which sets the event) changes anything.
                         wakeup = frontier.next_wakeup() if budget > 0 else None
                         timeout = 1.0 if wakeup is None else min(wakeup, 1.0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,13 +176,22 @@ def read_meta(part: Path) -> dict:
 
 def _start_part(part: Path, meta: dict) -> None:
     part.parent.mkdir(parents=True, exist_ok=True)
-    sidecar(part).write_text(json.dumps(meta))
+    write_meta(part, meta)
+
+
+def write_meta(part: Path, meta: dict) -> None:
+    """Save `meta` beside a part file, whole or not at all (a kill mid-write leaves the previous one)."""
+    target = sidecar(part)
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_text(json.dumps(meta))
+    os.replace(temporary, target)
 
 
 def discard(part: Path) -> None:
     """Remove a part file and its validator."""
     part.unlink(missing_ok=True)
     sidecar(part).unlink(missing_ok=True)
+    sidecar(part).with_suffix(".json.tmp").unlink(missing_ok=True)
 
 
 def sha256_of(path: Path) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from yarl import URL
 
 from ..config import Quality
 from ..fetch.fetcher import describe_error
-from .download import CHUNK, Attempt, TooLarge, discard, read_at_most, read_meta, sidecar
+from .download import CHUNK, Attempt, TooLarge, discard, read_at_most, read_meta, sidecar, write_meta
 
 MAX_MANIFEST = 4 * 1024 * 1024
 """Bytes of a playlist or MPD that are read; a larger one is refused (cut, it would read as a live stream)."""
@@ -227,8 +226,9 @@ async def download_track(track: Track, part: Path, requests: Requests, budget: B
     """Append `track`'s segments to `part` from where an earlier attempt (or run) left it."""
     attempt = Attempt(content_type=track.content_type)
     meta = read_meta(part)
+    identity = track.identity  # once: it reads every segment's name
     done = 0
-    if not track.live and meta.get("identity") == track.identity and part.exists():
+    if not track.live and meta.get("identity") == identity and part.exists():
         done, attempt.size = int(meta.get("segments", 0)), int(meta.get("size", 0))
         attempt.resumed = done > 0
     elif part.exists() or sidecar(part).exists():
@@ -240,7 +240,7 @@ async def download_track(track: Track, part: Path, requests: Requests, budget: B
         with await asyncio.to_thread(_open_part, part, attempt.size) as out:
             if attempt.size == 0 and track.init is not None:
                 await _append(out, await requests.segment(track.init, _room(budget)), attempt, budget)
-                await _mark(part, track, 0, attempt.size)
+                await _mark(part, identity, 0, attempt.size)
             pending = track.segments[done:]
             last = track.segments[done - 1].sequence if done else -1
             stalls = 0
@@ -253,7 +253,7 @@ async def download_track(track: Track, part: Path, requests: Requests, budget: B
                     budget.duration += segment.duration
                     budget.segments += 1
                     done, last = done + 1, segment.sequence
-                    await _mark(part, track, done, attempt.size)
+                    await _mark(part, identity, done, attempt.size)
                     if track.live and budget.duration >= budget.max_duration:
                         budget.stops.append("--media-max-duration")
                         break
@@ -304,11 +304,11 @@ def _write(out: BinaryIO, body: bytes) -> None:
     out.flush()
 
 
-async def _mark(part: Path, track: Track, segments: int, size: int) -> None:
+async def _mark(part: Path, identity: str, segments: int, size: int) -> None:
     """Record the part's last whole segment (after its bytes were written: a kill between the two leaves a
     part longer than recorded, cut back on resume)."""
-    meta = {"identity": track.identity, "segments": segments, "size": size, "at": time.time()}
-    await asyncio.to_thread(sidecar(part).write_text, json.dumps(meta))
+    meta = {"identity": identity, "segments": segments, "size": size, "at": time.time()}
+    await asyncio.to_thread(write_meta, part, meta)
 
 
 def _open_part(part: Path, size: int) -> BinaryIO:
