@@ -1,5 +1,4 @@
-"""HLS stream collection: a ~200 MB VOD stream of 2-second segments from a local nginx, joined by webtrawl and
-by ffmpeg, then webtrawl killed halfway and resumed.
+"""HLS streams: a ~200 MB stream of 2 s segments from a local nginx, joined by webtrawl and by ffmpeg; resumed.
 
 A stream is one media task made of about a hundred small downloads, fetched one after the other and appended
 to one file, with a record of the segments done written after each one. This measures what that costs next
@@ -28,7 +27,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from crawl_bench import OUT, warm_page_cache
 from measure import Usage, print_columns, run_measured
@@ -44,6 +43,8 @@ KILL_AT = 0.5
 """Share of the stream in the part file past which the resumed crawl's first run is killed."""
 POLL = 0.005
 """Seconds between two looks at the part file's size."""
+SHOWN = 5
+"""Segments named in the line of those fetched twice."""
 
 
 class BenchError(RuntimeError):
@@ -65,7 +66,6 @@ class Request:
     """One line of nginx's access log."""
 
     uri: str
-    status: int
     sent: int
     """Bytes nginx sent: response headers and body ($bytes_sent)."""
 
@@ -86,7 +86,7 @@ class AccessLog:
         requests = []
         for line in data.decode("latin-1").splitlines():
             row = dict(zip(ACCESS_FIELDS, line.split(" ", len(ACCESS_FIELDS) - 1), strict=True))
-            requests.append(Request(row["uri"], int(row["status"]), int(row["bytes_sent"])))
+            requests.append(Request(row["uri"], int(row["bytes_sent"])))
         return requests
 
 
@@ -135,7 +135,7 @@ def ended_well(what: str, usage: Usage) -> None:
         raise BenchError(f"{what} exited with {usage.exit_code}" + (" (timed out)" * usage.timed_out))
 
 
-def check_collected(label: str, out: Path, stream: Stream) -> tuple[dict[str, object], list[str]]:
+def check_collected(label: str, out: Path, stream: Stream) -> tuple[dict[str, Any], list[str]]:
     """The crawl's one media row, once its file is checked to be the whole stream, joined in order; and notes
     about what the row says wrong of it."""
     shown = subprocess.run(
@@ -145,7 +145,7 @@ def check_collected(label: str, out: Path, stream: Stream) -> tuple[dict[str, ob
     if len(rows) != 1 or rows[0]["error"] is not None or not rows[0]["path"]:
         raise BenchError(f"{out}: expected one media row without error, got {rows}")
     row = rows[0]
-    size = (out / str(row["path"])).stat().st_size
+    size = (out / row["path"]).stat().st_size
     if size != stream.size or row["size"] != stream.size:
         raise BenchError(f"{row['path']}: {size:,} bytes (row: {row['size']:,}), the segments hold {stream.size:,}")
     if row["sha256"] != stream.sha256:
@@ -192,6 +192,14 @@ def crawl_and_kill(command: list[str], out: Path, threshold: int, timeout: float
     return time.perf_counter() - started, size
 
 
+def recorded_segments(out: Path) -> int | None:
+    """The segments the part's record (`name.part.json`) says it holds; None when it cannot be read."""
+    try:
+        return int(json.loads(next(out.glob("media/*/*.part.json")).read_text())["segments"])
+    except (StopIteration, OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 @dataclass(frozen=True)
 class Resume:
     """A crawl killed halfway through the stream, then run again to its end on the same directory."""
@@ -199,8 +207,8 @@ class Resume:
     killed_after: float
     killed_size: int
     """Bytes in the part when the kill was sent."""
-    recorded: int
-    """Segments the part's record said were done then."""
+    recorded: int | None
+    """Segments the part's record said were done then; None when the kill left it unreadable."""
     usage: Usage
     """Of the second run."""
     resumes: int
@@ -214,26 +222,31 @@ class Resume:
 def killed_and_resumed(url: str, out: Path, stream: Stream, log: AccessLog, timeout: float, quiet: IO[bytes]) -> Resume:
     command = crawl_command(url, out, "--media", "video")
     killed_after, killed_size = crawl_and_kill(command, out, int(stream.size * KILL_AT), timeout)
-    recorded = json.loads(next(out.glob("media/*/*.part.json")).read_text())["segments"]
+    recorded = recorded_segments(out)
     time.sleep(0.5)  # nginx logs the request the kill cut once it notices the connection is gone
     before = log.take()
     usage = run_measured(command, timeout=timeout, stdout=quiet)
     ended_well("the resumed webtrawl crawl", usage)
     row, notes = check_collected("resumed webtrawl", out, stream)
-    return Resume(killed_after, killed_size, recorded, usage, int(str(row["resumes"])), before, log.take(), notes)
+    return Resume(killed_after, killed_size, recorded, usage, row["resumes"], before, log.take(), notes)
 
 
 def print_figures(stream: Stream, crawled: Usage, page_only: Usage, copied: Usage) -> None:
+    """The table: each process, and the crawl less the same crawl without --media (what the stream took)."""
     mb = stream.size / 1e6
-    media = Usage(crawled.seconds - page_only.seconds, crawled.cpu_seconds - page_only.cpu_seconds, 0, 0, False)
     rows = [
-        ("webtrawl crawl PAGE --media video", crawled, f"{crawled.peak_rss_mb:.0f}"),
-        ("  of which the stream (less a run without it)", media, ""),
-        ("ffmpeg -i PLAYLIST -c copy", copied, f"{copied.peak_rss_mb:.0f}"),
+        ("webtrawl crawl PAGE --media video", crawled.seconds, crawled.cpu_seconds, f"{crawled.peak_rss_mb:.0f}"),
+        (
+            "  of which the stream (less a run without it)",
+            crawled.seconds - page_only.seconds,
+            crawled.cpu_seconds - page_only.cpu_seconds,
+            "",
+        ),
+        ("ffmpeg -i PLAYLIST -c copy", copied.seconds, copied.cpu_seconds, f"{copied.peak_rss_mb:.0f}"),
     ]
     print_columns(
         ("tool", "seconds", "MB/s", "CPU s", "peak RSS MB"),
-        [(name, f"{u.seconds:.2f}", f"{mb / u.seconds:.0f}", f"{u.cpu_seconds:.2f}", rss) for name, u, rss in rows],
+        [(name, f"{seconds:.2f}", f"{mb / seconds:.0f}", f"{cpu:.2f}", rss) for name, seconds, cpu, rss in rows],
     )
 
 
@@ -242,15 +255,21 @@ def print_resume(resume: Resume, stream: Stream, headers: dict[str, int]) -> Non
     second = body_bytes(resume.after, stream, headers).total()
     requested = Counter(r.uri for r in (*resume.before, *resume.after) if r.uri in stream.segments)
     twice = sorted(uri for uri, n in requested.items() if n > 1)
+    named = ", ".join(twice[:SHOWN]) + " …" * (len(twice) > SHOWN)
+    requests = sum(r.uri in stream.segments for r in resume.after)
     usage = resume.usage
+    record = (
+        f"{resume.recorded} of {len(stream.segments)} segments recorded as done"
+        if resume.recorded is not None
+        else "its record of the segments done unreadable"
+    )
     print(
         f"\nresume: killed (SIGKILL to its process group) after {resume.killed_after:.2f} s, the part at "
-        f"{resume.killed_size / 1e6:.1f} MB ({resume.killed_size / stream.size:.0%}), {resume.recorded} of "
-        f"{len(stream.segments)} segments recorded as done\n"
+        f"{resume.killed_size / 1e6:.1f} MB ({resume.killed_size / stream.size:.0%}), {record}\n"
         f"resume: second run {usage.seconds:.2f} s, {usage.cpu_seconds:.2f} CPU s, {usage.peak_rss_mb:.0f} MB "
-        f"peak RSS, downloaded {second / 1e6:.1f} MB of segments in "
-        f"{sum(r.uri in stream.segments for r in resume.after)} requests ({resume.resumes} resume in its media row)\n"
-        f"resume: segments fetched twice: {len(twice)} ({', '.join(twice) or 'none'})\n"
+        f"peak RSS, downloaded {second / 1e6:.1f} MB of segments in {requests} requests "
+        f"({resume.resumes} resume in its media row)\n"
+        f"resume: segments fetched twice: {len(twice)}{f' ({named})' if twice else ''}\n"
         f"resume: overhead {(first + second) / stream.size - 1:+.2%} ({(first + second) / 1e6:.1f} MB of segments "
         f"downloaded by both runs for {stream.size / 1e6:.1f} MB)"
     )
