@@ -81,7 +81,7 @@ def profiled(command: list[str], crawler: str, run: Run) -> tuple[list[str], str
     if py_spy is None:
         print("py-spy is not installed (pip install -e '.[bench]'): running without a profile")
         return command, ""
-    suffix = "svg" if run.profile_format == "flamegraph" else "json"
+    suffix = {"flamegraph": "svg", "speedscope": "json", "raw": "txt"}[run.profile_format]
     output = OUT / f"profile-{crawler}-{run.stamp}.{suffix}"
     print(f"profile of {crawler} → {output}")
     wrapper = [py_spy, "record", "--output", str(output), "--format", run.profile_format, "--"]
@@ -163,7 +163,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep crawl outputs in benchmarks/out/run-*")
     parser.add_argument("--profile", action="store_true", help="record each crawler with py-spy")
     parser.add_argument(
-        "--profile-format", choices=("flamegraph", "speedscope"), default="flamegraph", help="py-spy output"
+        "--profile-format",
+        choices=("flamegraph", "speedscope", "raw"),
+        default="flamegraph",
+        help="py-spy output (raw: collapsed stacks, one line each, for grep and sums)",
     )
     parser.add_argument("--url", help="crawl this already-running server instead of starting nginx")
     parser.add_argument("--manifest", type=Path, help="with --url: the served site's manifest.json")

@@ -70,6 +70,7 @@ def _take_rendering(page: ParsedPage, rendering: Rendering) -> None:
         page.title = rendering.title
     if rendering.read and not page.noindex:
         page.text = rendering.text
+        page.simhash = simhash(page.text)
     if not page.nofollow:
         known = {link.url for link in page.links}
         page.links.extend(Link(link.url) for link in rendering.links if link.url not in known)
@@ -215,7 +216,7 @@ class PageHandler:
                 _take_rendering(page, rendering)
             self._apply_robots_tag(outcome, page)
             capture.title, capture.text = page.title, page.text
-            capture.simhash = simhash(page.text)
+            capture.simhash = page.simhash
             if self._config.skip_near_duplicates and capture.simhash is not None:
                 capture.near_duplicate_of = await self._near_duplicate(entry.fp, capture.simhash)
             if capture.near_duplicate_of is None:  # a near-duplicate's links lead where its twin's did
