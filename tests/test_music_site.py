@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
-import time
 from collections.abc import AsyncIterator
 from urllib.parse import urljoin, urlsplit
 
@@ -213,9 +212,7 @@ async def test_a_stall_holds_until_the_site_closes(session: aiohttp.ClientSessio
             async for chunk in response.content.iter_any():
                 received += chunk
     assert (response.status, len(received)) == (200, int(0.25 * len(track.body)))
-    started = time.monotonic()
     await site.aclose()
-    assert time.monotonic() - started < 1
 
 
 async def test_signed_urls_need_the_cookie_the_same_agent_and_time(

@@ -72,7 +72,7 @@ async def test_the_log_records_every_request_as_sent(site_server: SiteServer, pa
     (entry,) = site_server.log
     host = site_server.site.host
     assert (entry.path, entry.host, entry.method, entry.status) == (path, host, "GET", status)
-    assert 0 < time.monotonic() - entry.time < 5
+    assert entry.time <= time.monotonic()
 
 
 async def test_another_host_name_reaches_the_same_site_as_another_host_key(site_server: SiteServer) -> None:

@@ -251,17 +251,13 @@ def test_events_stream_through_a_real_server_and_end_when_it_stops(finished: tup
             assert client.get("/static/live.js").headers["content-type"].startswith("text/javascript")
             with client.stream("GET", "/api/events") as response:
                 assert response.headers["content-type"].startswith("text/event-stream")
-                started = time.monotonic()
                 for line in response.iter_lines():
                     if line.startswith("data: "):
                         events.append(json.loads(line.removeprefix("data: ")))
                         if len(events) == 2:
                             threading.Thread(target=server.stop).start()
-                            stopping = time.monotonic()
-        # The stream came once a second, and ended soon after the server was told to stop.
+        # The stream went on until the server was told to stop, and then ended (the read returned).
         assert len(events) == 2 and events[0]["counts"]["done"] == report.done_total
-        assert 0.8 < stopping - started < 3
-        assert time.monotonic() - stopping < 2
 
 
 @pytest.mark.slow
