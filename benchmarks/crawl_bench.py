@@ -24,7 +24,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from measure import Result, Usage, fetched_paths, print_columns, read_jsonl, run_measured, summarize
+from measure import (
+    Result,
+    Usage,
+    fetched_paths,
+    print_columns,
+    print_stages,
+    read_jsonl,
+    run_measured,
+    summarize,
+    webtrawl_stages,
+)
 from nginx import Nginx, NginxError
 from sitegen import generate
 
@@ -88,7 +98,7 @@ def profiled(command: list[str], crawler: str, run: Run) -> tuple[list[str], str
     return wrapper + command, "under py-spy"
 
 
-def crawl_webtrawl(run: Run) -> tuple[Usage, set[str], str]:
+def crawl_webtrawl(run: Run) -> tuple[Usage, set[str], str, dict[str, float]]:
     out = run.run_dir / "webtrawl"
     command = [sys.executable, "-m", "webtrawl", "crawl", run.url, "--out", str(out)]
     command += ["--concurrency", str(CONCURRENCY), "--per-host", str(CONCURRENCY), "--delay", "0", "--quiet"]
@@ -100,19 +110,19 @@ def crawl_webtrawl(run: Run) -> tuple[Usage, set[str], str]:
         exported = subprocess.run(export_command, stdout=rows, check=False)
     if exported.returncode != 0:
         note = f"{note}; export failed (exit {exported.returncode})".lstrip("; ")
-    return usage, fetched_paths(read_jsonl(export)), note
+    return usage, fetched_paths(read_jsonl(export)), note, webtrawl_stages(out)
 
 
-def crawl_scrapy(run: Run) -> tuple[Usage, set[str], str]:
+def crawl_scrapy(run: Run) -> tuple[Usage, set[str], str, dict[str, float]]:
     feed = run.run_dir / "scrapy.jsonl"
     command, note = profiled(
         [sys.executable, str(HERE / "scrapy_spider.py"), run.url, "--feed", str(feed)], "scrapy", run
     )
     usage = run_measured(command, timeout=run.timeout)
-    return usage, fetched_paths(read_jsonl(feed)), note
+    return usage, fetched_paths(read_jsonl(feed)), note, {}
 
 
-CRAWLERS: dict[str, Callable[[Run], tuple[Usage, set[str], str]]] = {
+CRAWLERS: dict[str, Callable[[Run], tuple[Usage, set[str], str, dict[str, float]]]] = {
     "webtrawl": crawl_webtrawl,
     "scrapy": crawl_scrapy,
 }
@@ -209,8 +219,8 @@ def main() -> int:
             run = Run(url, run_dir, args.timeout, args.profile_format if args.profile else None, stamp)
             for name in crawlers:
                 print(f"running {name} …", flush=True)
-                usage, paths, note = CRAWLERS[name](run)
-                results.append(summarize(name, usage, paths, manifest, note))
+                usage, paths, note, stages = CRAWLERS[name](run)
+                results.append(summarize(name, usage, paths, manifest, note, stages))
     except NginxError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -223,6 +233,8 @@ def main() -> int:
         else:
             shutil.rmtree(run_dir, ignore_errors=True)
     print_table(results)
+    for result in results:
+        print_stages(result)
     record = OUT / f"results-{stamp}.json"
     figures = {"pages": args.pages, "url": args.url, "results": [_record(r) for r in results]}
     record.write_text(json.dumps(figures, indent=1))

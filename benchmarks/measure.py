@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
@@ -42,6 +43,8 @@ class Result:
     disallowed_fetched: int
     exit_code: int
     note: str = ""
+    stages: dict[str, float] = field(default_factory=dict)
+    """webtrawl's CPU seconds by stage, as the crawl measured them (`webtrawl.cpu`); empty for others."""
 
     @property
     def pages_per_second(self) -> float:
@@ -164,7 +167,12 @@ def fetched_paths(rows: Iterable[dict[str, object]]) -> set[str]:
 
 
 def summarize(
-    crawler: str, usage: Usage, paths: set[str], manifest: dict[str, list[str]] | None, note: str = ""
+    crawler: str,
+    usage: Usage,
+    paths: set[str],
+    manifest: dict[str, list[str]] | None,
+    note: str = "",
+    stages: dict[str, float] | None = None,
 ) -> Result:
     """Figures for one run; coverage and robots checks only when the site's manifest is known."""
     coverage = None
@@ -185,7 +193,35 @@ def summarize(
         disallowed_fetched=disallowed,
         exit_code=usage.exit_code,
         note=note,
+        stages=stages or {},
     )
+
+
+def webtrawl_stages(out: Path) -> dict[str, float]:
+    """The CPU seconds by stage a webtrawl crawl in `out` recorded in its last snapshot (empty if none)."""
+    try:
+        conn = sqlite3.connect(f"file:{out / 'crawl.db'}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT snapshot FROM crawl_live ORDER BY updated_at DESC LIMIT 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return {}
+    return dict(json.loads(row[0]).get("cpu_seconds") or {}) if row else {}
+
+
+def print_stages(result: Result) -> None:
+    """webtrawl's CPU per page by stage, beside the total the harness measured."""
+    if not result.stages or not result.pages:
+        return
+    total = sum(result.stages.values())
+    rows = [
+        (stage, f"{1000 * seconds / result.pages:.3f}", f"{100 * seconds / total:.0f}%" if total else "-")
+        for stage, seconds in result.stages.items()
+    ]
+    rows.append(("all stages", f"{1000 * total / result.pages:.3f}", "100%"))
+    print_columns(("webtrawl stage", "CPU ms/page", "share"), rows)
+    print(f"(the harness measured {result.cpu_ms_per_page:.3f} ms/page for every webtrawl process)")
 
 
 def print_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -15,6 +15,8 @@ import asyncio
 import contextlib
 import functools
 import logging
+import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +24,8 @@ from typing import TypeVar
 
 from . import __version__
 from .config import CrawlConfig
+from .cpu import process_seconds, thread_seconds
+from .cpu import split as split_cpu
 from .errors import ConfigError, InvalidURL, StoreError
 from .faults import crash_point
 from .fetch.fetcher import Fetcher
@@ -118,12 +122,14 @@ class Crawler:
     async def run(self) -> CrawlReport:
         config = self.config
         seeds = _normalize_seeds(config.seeds)
+        loop_started, process_started = time.thread_time(), process_seconds()
         out = prepare_directory(config.out)
         lock = DirectoryLock(out)
         lock.acquire()
         db = Database(out / self.db_name)
         try:
             await db.open()
+            threads = await db.run(_thread_ident), await self._on_archive_thread(threading.get_ident)
             identity = config.identity(seeds, NORMALIZATION_VERSION)
             crawl_id, extra_hosts = await db.run(open_crawl, config.name, identity)
             await db.run(clear_control, crawl_id)  # a new run runs, whatever the last one was told
@@ -190,6 +196,13 @@ class Crawler:
                     await frontier.close()
                 with _logged(StoreError):
                     await self._on_archive_thread(warc.close)
+            self.stats.cpu_by_stage = split_cpu(
+                self.stats.cpu,
+                loop=time.thread_time() - loop_started,
+                database=thread_seconds(threads[0]),
+                archive=thread_seconds(threads[1]),
+                total=process_seconds() - process_started,
+            )
             report = await self._report(db, crawl_id, outcome)
             with _logged(StoreError):  # the last snapshot holds the outcome, for dashboards that outlive the run
                 final = snapshot(outcome, self.stats, await frontier.counts())
@@ -426,10 +439,15 @@ class Crawler:
             self._wake.set()
             unindexed += sum(result.completion.capture is not None for result in batch)
             if unindexed >= INDEX_CHUNK or (unindexed and time.monotonic() - indexed_at >= INDEX_EVERY):
-                await db.run(index_text)
+                await db.run(self._index_text)
                 unindexed, indexed_at = 0, time.monotonic()
-        while await db.run(index_text):
+        while await db.run(self._index_text):
             pass
+
+    def _index_text(self, conn: sqlite3.Connection) -> int:
+        """`index_text`, its CPU counted as the index stage's (on the database thread)."""
+        with self.stats.timed("index"):
+            return index_text(conn)
 
     async def _live_loop(self, frontier: Frontier, db: Database, crawl_id: int, ended: asyncio.Event) -> None:
         """Every second: publish a snapshot in the store and obey the command a dashboard left there.
@@ -492,6 +510,10 @@ class Crawler:
             media=media if any(media.values()) else {},
             render=self.stats.render_counts() if self.config.render.enabled else {},
         )
+
+
+def _thread_ident(conn: sqlite3.Connection) -> int:
+    return threading.get_ident()
 
 
 def _archive(batch: list[PageResult], warc: WarcWriter, mirror: Mirror | None) -> dict[str, int]:

@@ -116,8 +116,6 @@ class ParsedPage:
     canonical: str | None = None
     media: list[MediaRef] = field(default_factory=list)
     """Audio, video and playlists the page points at (found only when the crawl collects media)."""
-    simhash: int | None = None
-    """Of `text` (`parse.simhash`), computed where the page was parsed."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -7,7 +7,9 @@ window so the display shows the current speed, while the report divides totals b
 from __future__ import annotations
 
 import time
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -33,6 +35,10 @@ class Stats:
     """Rendered pages some step of which ran out of time: the network never went idle, or `--render-timeout`
     cut it short."""
     browser_restarts: int = 0
+    cpu: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    """CPU seconds of the sections timed by stage (`timed`)."""
+    cpu_by_stage: dict[str, float] = field(default_factory=dict)
+    """At the end of a run: CPU seconds of every stage (`webtrawl.cpu.split`)."""
     _window: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=64))
 
     def record(self, status: int | None, size: int, error: str | None) -> None:
@@ -42,6 +48,15 @@ class Stats:
         self.bytes += size
         if error or status is None or status >= 500 or status == 429:
             self.errors += 1
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Count the CPU a synchronous section uses (its thread's clock) toward `stage`."""
+        started = time.thread_time()
+        try:
+            yield
+        finally:
+            self.cpu[stage] += time.thread_time() - started
 
     def render_counts(self) -> dict[str, float]:
         """The rendering counters as the snapshot, the report and /metrics name them."""

@@ -17,7 +17,6 @@ from concurrent.futures.process import BrokenProcessPool
 from ..media.detect import find_media
 from ..models import ParsedPage
 from .html import parse_html
-from .simhash import simhash
 
 MAX_INLINE_TAGS = 5000
 """Pages with more `<` than this are parsed in the child process."""
@@ -73,5 +72,4 @@ def _parse(text: str, url: str, requisites: bool, follow_nofollow: bool, media: 
     page = parse_html(text, url, requisites=requisites, follow_nofollow=follow_nofollow)
     if media:
         page.media = find_media(text, url, media)
-    page.simhash = simhash(page.text)
     return page

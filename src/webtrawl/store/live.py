@@ -47,6 +47,7 @@ def snapshot(state: str, stats: Stats, counts: FrontierCounts) -> dict[str, Any]
         "pages_per_second": round(pages_per_second, 2),
         "render": stats.render_counts(),
         "bytes_per_second": round(bytes_per_second),
+        "cpu_seconds": stats.cpu_by_stage,
         "counts": {
             "waiting": counts.waiting,
             "running": counts.running,

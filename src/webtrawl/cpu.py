@@ -1,0 +1,59 @@
+"""Where a crawl's CPU went, by stage: the split `make bench` prints, so a regression shows where it landed.
+
+Most stages own a thread, whose CPU clock the kernel keeps at no cost to the crawl: the archive thread
+(WARC, mirror), the database thread (the frontier's batches, and the search index, timed apart). The event
+loop's thread does the rest, of which the synchronous parts worth naming are timed where they run (`Stats.cpu`):
+parsing (decoding included) and hashing (payload digest, SimHash). What is left on the loop is fetching
+(aiohttp, the scheduler, judging a page), and what no named thread did (DNS resolution threads, a parse
+child process, the browser's driver) is `other`.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Iterable, Mapping
+
+STAGES = ("fetch", "parse", "hashing", "archive", "database", "index", "other")
+
+
+def thread_seconds(ident: int | None) -> float:
+    """CPU seconds a live thread (by `threading.get_ident()`) has used; 0 when the platform cannot tell."""
+    if ident is None:
+        return 0.0
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def process_seconds() -> float:
+    """CPU seconds of this process, and of the children it has reaped."""
+    own = os.times()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.user + own.system + children.ru_utime + children.ru_stime
+
+
+def split(
+    timed: Mapping[str, float],
+    *,
+    loop: float,
+    archive: float,
+    database: float,
+    total: float,
+    stages: Iterable[str] = STAGES,
+) -> dict[str, float]:
+    """CPU seconds by stage, from the sections timed on the loop (`parse`, `hashing`) and on the database
+    thread (`index`), and the loop's, archive's, database thread's and whole process's clocks."""
+    parse, hashing, index = timed.get("parse", 0.0), timed.get("hashing", 0.0), timed.get("index", 0.0)
+    found = {
+        "fetch": max(0.0, loop - parse - hashing),
+        "parse": parse,
+        "hashing": hashing,
+        "archive": archive,
+        "database": max(0.0, database - index),
+        "index": index,
+    }
+    found["other"] = max(0.0, total - loop - archive - database)
+    return {stage: round(found.get(stage, 0.0), 3) for stage in stages}
