@@ -59,8 +59,10 @@ T = TypeVar("T")
 COMMIT_BATCH = 512
 """Most results committed in one transaction; also how many may wait for the archiver (each holds a
 response body, so this bounds the memory a slow disk can make the crawl hold)."""
-COMMIT_LINGER = 0.05
-"""Seconds the committer waits to fill a batch once it has one result."""
+COMMIT_LINGER = 0.2
+"""Seconds the committer waits to fill a batch once it has one result. At 0.05 the 20,000-page benchmark
+committed batches of about 16 pages and its database stage took 0.81 ms of CPU a page; at 0.2, 0.65 ms
+(the WAL commits and index pages touched are shared by more rows), for 23 MB more peak memory."""
 INDEX_EVERY = 5.0
 """Seconds at most between two catch-ups of the search index (see `store.index.index_text`)."""
 STOP_GRACE = 5.0
