@@ -79,7 +79,7 @@ async def test_named_crash_point_then_resume(site_server: SiteServer, tmp_path: 
 
 async def test_random_kill_9_then_resume(site_server: SiteServer, tmp_path: Path) -> None:
     rng = random.Random(20261130)
-    args = [*crawl_args(site_server, tmp_path), "--delay", "0.005"]
+    args = [*crawl_args(site_server, tmp_path), "--delay", "0.02"]  # 300 pages: 6 s at least, whatever the speed
     may_repeat: set[str] = set()
     killed = 0
     for _ in range(4):
