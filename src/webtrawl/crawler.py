@@ -60,10 +60,12 @@ COMMIT_BATCH = 512
 """Most results committed in one transaction; also how many may wait for the archiver (each holds a
 response body, so this bounds the memory a slow disk can make the crawl hold)."""
 COMMIT_LINGER = 0.2
-"""Seconds the committer waits to fill a batch once it has one result, while fetches are in flight (with
-none, it commits at once: the crawl may be waiting for the batch's links). At 0.05 the 20,000-page benchmark
+"""Seconds the committer waits to fill a batch once it has one result, unless the crawl starves meanwhile
+(`Crawler._starved`: it may be waiting for the batch's links). At 0.05 the 20,000-page benchmark
 committed batches of about 16 pages and its database stage took 0.81 ms of CPU a page; at 0.2, 0.65 ms
 (the WAL commits and index pages touched are shared by more rows), for 23 MB more peak memory."""
+STARVE_CHECK = 0.02
+"""Seconds between two looks, while a batch fills, at whether the crawl starves."""
 INDEX_EVERY = 5.0
 """Seconds at most between two catch-ups of the search index (see `store.index.index_text`)."""
 STOP_GRACE = 5.0
@@ -90,6 +92,7 @@ class Crawler:
         self._stop_outcome = "interrupted"
         self._paused = False
         self._wake = asyncio.Event()
+        self._claimed_nothing = False
         self._archive_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webtrawl-archive")
         self.frontier: Frontier | None = None
         self.warc_prefix = config.name
@@ -347,6 +350,7 @@ class Crawler:
                                 tg.create_task(robots(host))
                         self._wake.clear()  # before claiming: what happens from here on wakes the wait below
                         entries = await frontier.claim(budget) if budget > 0 else []
+                        self._claimed_nothing = budget > 0 and not entries
                         for entry in entries:
                             if entry.kind == "media":
                                 self.stats.media_tasks += 1
@@ -408,13 +412,12 @@ class Crawler:
                     item = results.get_nowait()
                 except asyncio.QueueEmpty:
                     remaining = deadline - time.monotonic()
-                    # Nothing in flight: no result is coming, and the crawl may wait for this batch's links.
-                    if remaining <= 0 or not (self.stats.fetching or self.stats.media_tasks):
+                    if remaining <= 0 or self._starved():
                         break
-                    try:
-                        item = await asyncio.wait_for(results.get(), timeout=remaining)
+                    try:  # in short waits, to see the crawl starve meanwhile
+                        item = await asyncio.wait_for(results.get(), timeout=min(remaining, STARVE_CHECK))
                     except TimeoutError:
-                        break
+                        continue
                 if item is None:
                     end = True
                     break
@@ -422,6 +425,11 @@ class Crawler:
             checkpoint = await self._on_archive_thread(_archive, batch, warc, mirror)
             await archived.put((batch, checkpoint))
         await archived.put(None)
+
+    def _starved(self) -> bool:
+        """Whether the crawl waits for what is being committed: nothing in flight, and the last claim found
+        nothing to hand out (the next URLs may be this batch's links)."""
+        return self._claimed_nothing and not (self.stats.fetching or self.stats.media_tasks)
 
     async def _commit_loop(
         self,
