@@ -56,4 +56,4 @@ def split(
         "index": index,
     }
     found["other"] = max(0.0, total - loop - archive - database)
-    return {stage: round(found.get(stage, 0.0), 3) for stage in stages}
+    return {stage: round(found.get(stage, 0.0), 6) for stage in stages}

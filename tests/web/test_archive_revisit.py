@@ -85,12 +85,14 @@ def crawled(tmp_path_factory: pytest.TempPathFactory) -> Crawled:
         site.set("/plain", "first plain ocelot")
         async with serving(site):
             config = replace(fast_config(site.url + "/", out), warc_size=1, revisit=replace(REVISIT, recrawl=False))
+            # Runs a second apart: every page is due again, and archive addresses (to the second, as
+            # Wayback's are) tell the runs apart.
             await crawl(config)
-            await asyncio.sleep(0.25)  # every page is due again
+            await asyncio.sleep(1.1)
             site.set("/later", "second version zebra", modified=1_700_000_100, title="Later, second")
             site.set("/plain", "second plain lynx")
             await crawl(replace(config, revisit=REVISIT))
-            await asyncio.sleep(0.35)
+            await asyncio.sleep(1.1)
             await crawl(replace(config, revisit=REVISIT))
         return site.url
 
