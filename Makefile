@@ -32,7 +32,7 @@ lint: $(STAMP)  ## what a reviewer checks: ruff, formatting, types (mypy) and th
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-bench: $(STAMP)  ## crawl a 20,000-page site served by nginx, with webtrawl and Scrapy; print figures
+bench: $(STAMP)  ## crawl a 20,000-page site served by nginx, with webtrawl, Scrapy, wget and wget2; print figures and webtrawl's CPU by stage
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/crawl_bench.py
 

@@ -1,11 +1,13 @@
-"""Crawl a large local site with webtrawl and with Scrapy, and print how fast and how cheaply each did it.
+"""Crawl a large local site with webtrawl, Scrapy, wget and wget2, and print how fast and how cheaply each did it.
 
-    .venv/bin/python benchmarks/crawl_bench.py                  # 20,000 pages, both crawlers
+    .venv/bin/python benchmarks/crawl_bench.py                  # 20,000 pages, every crawler
     .venv/bin/python benchmarks/crawl_bench.py --pages 2000 --only webtrawl --profile
 
 The site is generated once per (pages, seed) into benchmarks/out/site-<pages>-<seed> and served by a
-private nginx on a free loopback port; each crawler runs as its own process with the same limits
-(16 requests at once, 16 per host, no delay, robots.txt obeyed). See benchmarks/README.md for the columns.
+private nginx on a free loopback port; each crawler runs as its own process, with no delay and robots.txt
+obeyed. webtrawl and Scrapy share the same limits (16 requests at once, 16 per host); wget and wget2 run
+as they come (1 connection, and wget2's default 5 threads), as the floor of what fetching and following
+links costs. See benchmarks/README.md for the columns.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -23,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 from measure import (
     Result,
@@ -41,6 +46,20 @@ from sitegen import generate
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 CONCURRENCY = 16
+APT_PACKAGES = ("wget", "wget2")
+"""The command-line crawlers, each a Debian package of its name, installed together when one is missing."""
+
+WGET_SAVED = re.compile(r" URL:(?P<url>\S+) \[")
+"""A `wget -nv` line for a saved response: `2026-12-03 08:14:46 URL:http://…/ [20796/20796] -> "…" [1]`.
+wget writes one only for a 2xx response (an error gets a line of its own, a redirect only its target's
+line), and this static site answers nothing else with a body, so it stands for a 200."""
+
+WGET2_RESPONSE = re.compile(r"^HTTP response (?P<status>\d{3}) .*\[(?P<url>\S+)\]$")
+"""The line wget2 (verbose, its default) writes for every response: `HTTP response 200 OK [http://…/]`.
+Its `--no-verbose` writes nothing at all, and `--stats-site` is not in every wget2 release."""
+
+Outcome: TypeAlias = tuple[Usage, set[str], str, dict[str, float]]
+"""What a crawler run gives `summarize`: usage, paths fetched with a 200, a note, CPU by stage."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +98,22 @@ def warm_page_cache(site: Path) -> None:
                     pass
 
 
+def ensure_tools(tools: list[str]) -> list[str]:
+    """Those of `tools` (of `APT_PACKAGES`) found on PATH, after one apt-get install of them all if one is missing.
+
+    As `nginx.ensure_nginx` does for nginx, so that `make bench` runs on a fresh machine; `apt-get update`
+    (slow, and it rewrites the package index) runs only when the install fails without it.
+    """
+    missing = [tool for tool in tools if not shutil.which(tool)]
+    if missing and shutil.which("apt-get"):
+        print(f"{' and '.join(missing)} not found: installing {' '.join(APT_PACKAGES)} with apt-get …", flush=True)
+        for args in (["install", "-y", *APT_PACKAGES], ["update"], ["install", "-y", *APT_PACKAGES]):
+            done = subprocess.run(["apt-get", "-q", *args], capture_output=True, check=False)
+            if done.returncode == 0 and args[0] == "install":
+                break
+    return [tool for tool in tools if shutil.which(tool)]
+
+
 def find_py_spy() -> str | None:
     return shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
 
@@ -98,7 +133,20 @@ def profiled(command: list[str], crawler: str, run: Run) -> tuple[list[str], str
     return wrapper + command, "under py-spy"
 
 
-def crawl_webtrawl(run: Run) -> tuple[Usage, set[str], str, dict[str, float]]:
+def runnable(crawlers: list[str]) -> list[str]:
+    """The crawlers that can run here; one printed line for each that cannot, so it costs its row, not the run."""
+    missing = {}
+    if "scrapy" in crawlers and importlib.util.find_spec("scrapy") is None:
+        missing["scrapy"] = "Scrapy is not installed (pip install -e '.[bench]')"
+    tools = [name for name in crawlers if name in APT_PACKAGES]
+    for tool in set(tools) - set(ensure_tools(tools)):
+        missing[tool] = f"{tool} is not installed and could not be installed with apt-get"
+    for name, reason in missing.items():
+        print(f"{reason}: skipping {name}")
+    return [name for name in crawlers if name not in missing]
+
+
+def crawl_webtrawl(run: Run) -> Outcome:
     out = run.run_dir / "webtrawl"
     command = [sys.executable, "-m", "webtrawl", "crawl", run.url, "--out", str(out)]
     command += ["--concurrency", str(CONCURRENCY), "--per-host", str(CONCURRENCY), "--delay", "0", "--quiet"]
@@ -113,7 +161,7 @@ def crawl_webtrawl(run: Run) -> tuple[Usage, set[str], str, dict[str, float]]:
     return usage, fetched_paths(read_jsonl(export)), note, webtrawl_stages(out)
 
 
-def crawl_scrapy(run: Run) -> tuple[Usage, set[str], str, dict[str, float]]:
+def crawl_scrapy(run: Run) -> Outcome:
     feed = run.run_dir / "scrapy.jsonl"
     command, note = profiled(
         [sys.executable, str(HERE / "scrapy_spider.py"), run.url, "--feed", str(feed)], "scrapy", run
@@ -122,10 +170,55 @@ def crawl_scrapy(run: Run) -> tuple[Usage, set[str], str, dict[str, float]]:
     return usage, fetched_paths(read_jsonl(feed)), note, {}
 
 
-CRAWLERS: dict[str, Callable[[Run], tuple[Usage, set[str], str, dict[str, float]]]] = {
+def log_rows(log: Path, line: re.Pattern[str]) -> list[dict[str, object]]:
+    """The responses a crawler's log records, as the rows `fetched_paths` reads.
+
+    One row per line that `line` matches: its `url`, and its `status`, or 200 when the line has none
+    (see `WGET_SAVED`).
+    """
+    if not log.exists():
+        return []
+    with log.open(errors="replace") as lines:
+        matches = [match for match in map(line.search, lines) if match]
+    return [{"url": match["url"], "status": int(match.groupdict().get("status") or 200)} for match in matches]
+
+
+def crawl_logged(run: Run, tool: str, options: list[str], line: re.Pattern[str]) -> Outcome:
+    """Run a command-line crawler (wget or wget2) on the site and read the pages it fetched from its log.
+
+    It writes under the run dir, which is removed afterwards, and `--delete-after` drops each file once its
+    links are read anyway. Not under py-spy, which profiles Python only.
+    """
+    log = run.run_dir / f"{tool}.log"
+    command = [tool, *options, f"--directory-prefix={run.run_dir / tool}", f"--output-file={log}", run.url]
+    usage = run_measured(command, timeout=run.timeout)
+    return usage, fetched_paths(log_rows(log, line)), "", {}
+
+
+def crawl_wget(run: Run) -> Outcome:
+    """GNU wget: one connection, no delay, no depth limit, the start URL's host only (its default)."""
+    # No wgetrc, and robots.txt obeyed explicitly, so that a machine's settings cannot change the run.
+    options = ["--no-config", "--execute=robots=on", "--recursive", "--level=inf", "--delete-after", "--no-verbose"]
+    return crawl_logged(run, "wget", options, WGET_SAVED)
+
+
+def crawl_wget2(run: Run) -> Outcome:
+    """wget2 with its default 5 threads; otherwise as `crawl_wget` (`--level=0` is no limit for wget2)."""
+    options = ["--no-config", "--robots", "--recursive", "--level=0", "--max-threads=5", "--delete-after"]
+    # TLS caches wget2 would otherwise create in the home directory; this plain-HTTP crawl has no use for them.
+    options += ["--no-hsts", "--no-hpkp", "--no-ocsp"]
+    return crawl_logged(run, "wget2", options, WGET2_RESPONSE)
+
+
+CRAWLERS: dict[str, Callable[[Run], Outcome]] = {
     "webtrawl": crawl_webtrawl,
     "scrapy": crawl_scrapy,
+    "wget": crawl_wget,
+    "wget2": crawl_wget2,
 }
+
+RATIOS = ("scrapy", "wget")
+"""The crawlers webtrawl's figures are divided by, one line each, under the table."""
 
 
 def print_table(results: list[Result]) -> None:
@@ -144,12 +237,10 @@ def print_table(results: list[Result]) -> None:
     ]
     print_columns(header, rows)
     by_name = {r.crawler: r for r in results}
-    ours, theirs = by_name.get("webtrawl"), by_name.get("scrapy")
-    if ours and theirs and theirs.pages_per_second and ours.pages:
-        print(
-            f"\nwebtrawl/scrapy: {ours.pages_per_second / theirs.pages_per_second:.2f}× pages/s, "
-            f"{theirs.cpu_ms_per_page / ours.cpu_ms_per_page:.2f}× less CPU per page"
-        )
+    ours = by_name.get("webtrawl")
+    ratios = [line for name in RATIOS if ours and name in by_name and (line := ratio_line(ours, by_name[name]))]
+    if ratios:
+        print("\n" + "\n".join(ratios))
     for r in results:
         problems = [r.note] if r.note else []
         if r.exit_code != 0:
@@ -160,13 +251,36 @@ def print_table(results: list[Result]) -> None:
             print(f"note: {r.crawler}: {'; '.join(problems)}")
 
 
+def ratio_line(ours: Result, theirs: Result) -> str | None:
+    """`webtrawl/NAME: …× pages/s, …× less (or more) CPU per page`, or None when a side fetched nothing."""
+    if not (ours.pages and theirs.pages and theirs.pages_per_second):
+        return None
+    cpu = theirs.cpu_ms_per_page / ours.cpu_ms_per_page
+    less = f"{cpu:.2f}× less" if cpu >= 1 else f"{1 / cpu:.2f}× more"
+    speed = ours.pages_per_second / theirs.pages_per_second
+    return f"webtrawl/{theirs.crawler}: {speed:.2f}× pages/s, {less} CPU per page"
+
+
+def rss_note(usage: Usage) -> str:
+    """A note when a crawler's peak RSS is only the harness's own, else "".
+
+    The harness's peak is the least `ru_maxrss` any child of it can show: a child is started with vfork,
+    so it runs in the harness's memory until it execs, and Linux keeps the high-water mark of the memory
+    an exec replaces. A crawler that peaks lower (wget: about 14 MB) is shown at the harness's figure.
+    """
+    harness = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    if usage.peak_rss_mb > harness:
+        return ""
+    return f"peak RSS shows the harness's own {harness:.0f} MB: the crawler's was no higher"
+
+
 def _record(result: Result) -> dict[str, object]:
     rates = {"pages_per_second": result.pages_per_second, "cpu_ms_per_page": result.cpu_ms_per_page}
     return {**asdict(result), **rates}
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Benchmark webtrawl against Scrapy on a local nginx site.")
+    parser = argparse.ArgumentParser(description="Benchmark webtrawl against Scrapy, wget and wget2 on a local site.")
     parser.add_argument("--pages", type=int, default=20_000, help="pages in the generated site (20000)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the generated site (1)")
     parser.add_argument("--only", choices=sorted(CRAWLERS), help="run one crawler only")
@@ -191,12 +305,9 @@ def main() -> int:
     args = parse_args()
     # A plain `kill` of the harness must still stop nginx and the crawler: turn it into an exception.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    crawlers = [args.only] if args.only else list(CRAWLERS)
-    if "scrapy" in crawlers and importlib.util.find_spec("scrapy") is None:
-        print("Scrapy is not installed (pip install -e '.[bench]'): running webtrawl alone")
-        crawlers.remove("scrapy")
-        if not crawlers:
-            return 1
+    crawlers = runnable([args.only] if args.only else list(CRAWLERS))
+    if not crawlers:
+        return 1
     stamp = time.strftime("%Y%m%d-%H%M%S")
     OUT.mkdir(exist_ok=True)
     run_dir = OUT / f"run-{stamp}"
@@ -220,6 +331,7 @@ def main() -> int:
             for name in crawlers:
                 print(f"running {name} …", flush=True)
                 usage, paths, note, stages = CRAWLERS[name](run)
+                note = "; ".join(filter(None, (note, rss_note(usage))))
                 results.append(summarize(name, usage, paths, manifest, note, stages))
     except NginxError as error:
         print(f"error: {error}", file=sys.stderr)
