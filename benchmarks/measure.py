@@ -55,6 +55,43 @@ class Result:
         return 1000 * self.cpu_seconds / self.pages if self.pages else float("nan")
 
 
+class PeakWatcher:
+    """The largest resident set a child process reached since it started its program, read from Linux's
+    `VmHWM` every `every` seconds until it ends.
+
+    `ru_maxrss` from `wait4` cannot be used for that: a child forked (or vforked) from this harness carries
+    the harness's own high-water mark across `exec`, so every child looked at least as big as the harness
+    (76 MB for wget, which peaks at 14 MB). `VmHWM` belongs to the program's own memory, which `exec`
+    creates anew.
+    """
+
+    def __init__(self, pid: int, every: float = 0.02) -> None:
+        self.peak_kib = 0
+        self._path = Path(f"/proc/{pid}/status")
+        self._every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                status = self._path.read_text()
+            except OSError:  # ended (or not Linux)
+                return
+            for line in status.splitlines():
+                if line.startswith("VmHWM:"):
+                    self.peak_kib = max(self.peak_kib, int(line.split()[1]))
+                    break
+            self._stop.wait(self._every)
+
+    def peak_mb(self, fallback_kib: int) -> float:
+        """The peak seen, in MB; `fallback_kib` (`ru_maxrss`) where /proc could not be read."""
+        self._stop.set()
+        self._thread.join()
+        return (self.peak_kib or fallback_kib) / 1024
+
+
 def run_measured(command: Sequence[str], *, timeout: float, stdout: IO[bytes] | None = None) -> Usage:
     """Run `command` to its end (killed after `timeout` seconds) and return what it used.
 
@@ -62,6 +99,7 @@ def run_measured(command: Sequence[str], *, timeout: float, stdout: IO[bytes] | 
     """
     started = time.perf_counter()
     process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=stdout)
+    watcher = PeakWatcher(process.pid)
     expired = threading.Event()
 
     def expire() -> None:
@@ -82,7 +120,7 @@ def run_measured(command: Sequence[str], *, timeout: float, stdout: IO[bytes] | 
     return Usage(
         seconds=seconds,
         cpu_seconds=usage.ru_utime + usage.ru_stime,
-        peak_rss_mb=usage.ru_maxrss / 1024,  # Linux reports KiB
+        peak_rss_mb=watcher.peak_mb(usage.ru_maxrss),  # Linux reports KiB
         exit_code=process.returncode,
         timed_out=expired.is_set(),
     )
@@ -103,12 +141,13 @@ def run_measured_together(
     expired = threading.Event()
 
     def reap(i: int, process: subprocess.Popen[bytes]) -> None:
+        watcher = PeakWatcher(process.pid)
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         usages[i] = Usage(
             seconds=time.perf_counter() - started,
             cpu_seconds=usage.ru_utime + usage.ru_stime,
-            peak_rss_mb=usage.ru_maxrss / 1024,
+            peak_rss_mb=watcher.peak_mb(usage.ru_maxrss),
             exit_code=process.returncode,
             timed_out=expired.is_set(),
         )
