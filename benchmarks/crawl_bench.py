@@ -18,7 +18,6 @@ import importlib.util
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -261,19 +260,6 @@ def ratio_line(ours: Result, theirs: Result) -> str | None:
     return f"webtrawl/{theirs.crawler}: {speed:.2f}× pages/s, {less} CPU per page"
 
 
-def rss_note(usage: Usage) -> str:
-    """A note when a crawler's peak RSS is only the harness's own, else "".
-
-    The harness's peak is the least `ru_maxrss` any child of it can show: a child is started with vfork,
-    so it runs in the harness's memory until it execs, and Linux keeps the high-water mark of the memory
-    an exec replaces. A crawler that peaks lower (wget: about 14 MB) is shown at the harness's figure.
-    """
-    harness = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-    if usage.peak_rss_mb > harness:
-        return ""
-    return f"peak RSS shows the harness's own {harness:.0f} MB: the crawler's was no higher"
-
-
 def _record(result: Result) -> dict[str, object]:
     rates = {"pages_per_second": result.pages_per_second, "cpu_ms_per_page": result.cpu_ms_per_page}
     return {**asdict(result), **rates}
@@ -331,7 +317,6 @@ def main() -> int:
             for name in crawlers:
                 print(f"running {name} …", flush=True)
                 usage, paths, note, stages = CRAWLERS[name](run)
-                note = "; ".join(filter(None, (note, rss_note(usage))))
                 results.append(summarize(name, usage, paths, manifest, note, stages))
     except NginxError as error:
         print(f"error: {error}", file=sys.stderr)
