@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-redis bench-media bench-stream bench-recrawl bench-render screenshots clean
+.PHONY: demo test test-fast lint bench bench-frontier bench-redis bench-media bench-stream bench-recrawl bench-render screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ bench: $(STAMP)  ## crawl a 20,000-page site served by nginx, with webtrawl, Scr
 bench-redis: $(STAMP)  ## the same site crawled embedded and distributed on Redis; print what Redis costs
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/redis_bench.py
+
+bench-frontier: $(STAMP)  ## a crawl of an endless site that discovers about a million URLs: its peak memory, per URL
+	$(PY) benchmarks/frontier_bench.py
 
 bench-media: $(STAMP)  ## a 200 MB file from nginx: webtrawl's download vs curl, resumed, and in a crawl
 	$(PY) benchmarks/media_bench.py
