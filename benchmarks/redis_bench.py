@@ -171,8 +171,8 @@ class FrontierWatch(threading.Thread):
 
 
 def crawl_embedded(run: Run, manifest: dict[str, list[str]]) -> Case:
-    usage, paths, note = crawl_webtrawl(run)
-    return Case(summarize("embedded", usage, paths, manifest, note), processes={"crawler": usage})
+    usage, paths, note, stages = crawl_webtrawl(run)
+    return Case(summarize("embedded", usage, paths, manifest, note, stages), processes={"crawler": usage})
 
 
 def crawl_distributed(label: str, case: str, run: Run, manifest: dict[str, list[str]], workers: int) -> Case:
