@@ -264,6 +264,8 @@ class MediaHandler:
             segments=files.segments,
             duration=files.duration or None,
         )
+        if files.stops:
+            log.info("%s: live recording ended: %s", task.key, "; ".join(files.stops))
         base = part.with_name(part.name.removesuffix(".part"))
         main = part
         extension = files.extension
