@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import resource
+import threading
 import time
 from collections.abc import Iterable, Mapping
 
@@ -57,3 +58,30 @@ def split(
     }
     found["other"] = max(0.0, total - loop - archive - database)
     return {stage: round(found.get(stage, 0.0), 6) for stage in stages}
+
+
+def current_thread(*_args: object) -> int:
+    """The calling thread's ident (`threading.get_ident`), for running on another thread (its arguments are
+    ignored: a database call passes the connection)."""
+    return threading.get_ident()
+
+
+class StageClocks:
+    """The clocks of one run, started with it: the loop's (the thread that builds it) and the process's, and
+    the ids of the archive and database threads, set as they start."""
+
+    def __init__(self) -> None:
+        self._loop = time.thread_time()
+        self._process = process_seconds()
+        self.archive: int | None = None
+        self.database: int | None = None
+
+    def split(self, timed: Mapping[str, float]) -> dict[str, float]:
+        """CPU seconds by stage so far (`split`); call it on the loop's thread, while the others still run."""
+        return split(
+            timed,
+            loop=time.thread_time() - self._loop,
+            archive=thread_seconds(self.archive),
+            database=thread_seconds(self.database),
+            total=process_seconds() - self._process,
+        )

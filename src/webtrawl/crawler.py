@@ -16,20 +16,19 @@ import contextlib
 import functools
 import logging
 import sqlite3
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from . import __version__
+from .archiving import COMMIT_BATCH, archive, batches
 from .config import CrawlConfig
-from .cpu import process_seconds, thread_seconds
-from .cpu import split as split_cpu
-from .errors import ConfigError, InvalidURL, StoreError
+from .cpu import StageClocks, current_thread
+from .errors import StoreError
 from .faults import crash_point
 from .fetch.fetcher import Fetcher
-from .fetch.page import HttpPages, PageFetcher, Rendering
+from .fetch.page import HttpPages, PageFetcher
 from .fetch.politeness import Politeness
 from .fetch.robots import ALLOW_ALL, RobotsRules, fetch_robots
 from .fetch.sitemaps import Sitemaps
@@ -39,7 +38,7 @@ from .frontier.sqlite import SqliteFrontier
 from .media.handler import MediaHandler
 from .media.resolvers import Registry
 from .media.sniffed import Sniffs
-from .models import Capture, Entry, NewURL, Resource
+from .models import Entry, NewURL
 from .pages import PageHandler, PageResult
 from .scope import Scope, SharedHosts
 from .stats import CrawlReport, Stats
@@ -51,21 +50,11 @@ from .store.live import clear_control, publish, snapshot, wal_size
 from .store.media import media_counts
 from .store.mirror import Mirror
 from .store.warc import WarcWriter
-from .urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
+from .urls import NORMALIZATION_VERSION, fingerprint, normalize_seeds, origin
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-COMMIT_BATCH = 512
-"""Most results committed in one transaction; also how many may wait for the archiver (each holds a
-response body, so this bounds the memory a slow disk can make the crawl hold)."""
-COMMIT_LINGER = 0.2
-"""Seconds the committer waits to fill a batch once it has one result, unless the crawl starves meanwhile
-(`Crawler._starved`: it may be waiting for the batch's links). At 0.05 the 20,000-page benchmark
-committed batches of about 16 pages and its database stage took 0.81 ms of CPU a page; at 0.2, 0.65 ms
-(the WAL commits and index pages touched are shared by more rows), for 23 MB more peak memory."""
-STARVE_CHECK = 0.02
-"""Seconds between two looks, while a batch fills, at whether the crawl starves."""
 INDEX_EVERY = 5.0
 """Seconds at most between two catch-ups of the search index (see `store.index.index_text`)."""
 STOP_GRACE = 5.0
@@ -127,15 +116,18 @@ class Crawler:
 
     async def run(self) -> CrawlReport:
         config = self.config
-        seeds = _normalize_seeds(config.seeds)
-        loop_started, process_started = time.thread_time(), process_seconds()
+        seeds = normalize_seeds(config.seeds)
+        clocks = StageClocks()
         out = prepare_directory(config.out)
         lock = DirectoryLock(out)
         lock.acquire()
         db = Database(out / self.db_name)
         try:
             await db.open()
-            threads = await db.run(_thread_ident), await self._on_archive_thread(threading.get_ident)
+            clocks.database, clocks.archive = (
+                await db.run(current_thread),
+                await self._on_archive_thread(current_thread),
+            )
             identity = config.identity(seeds, NORMALIZATION_VERSION)
             crawl_id, extra_hosts = await db.run(open_crawl, config.name, identity)
             await db.run(clear_control, crawl_id)  # a new run runs, whatever the last one was told
@@ -202,13 +194,7 @@ class Crawler:
                     await frontier.close()
                 with _logged(StoreError):
                     await self._on_archive_thread(warc.close)
-            self.stats.cpu_by_stage = split_cpu(
-                self.stats.cpu,
-                loop=time.thread_time() - loop_started,
-                database=thread_seconds(threads[0]),
-                archive=thread_seconds(threads[1]),
-                total=process_seconds() - process_started,
-            )
+            self.stats.cpu_by_stage = clocks.split(self.stats.cpu)
             report = await self._report(db, crawl_id, outcome)
             with _logged(StoreError):  # the last snapshot holds the outcome, for dashboards that outlive the run
                 final = snapshot(outcome, self.stats, await frontier.counts())
@@ -395,34 +381,9 @@ class Crawler:
         warc: WarcWriter,
         mirror: Mirror | None,
     ) -> None:
-        """Stage one of the commit: append each batch's records to the archive and flush them.
-
-        Batches form by themselves: whatever arrived while the previous batch was written goes next, so
-        under load batches grow and the per-transaction costs (FTS5 segment merges, WAL commits) shrink.
-        """
-        end = False
-        while not end:
-            first = await results.get()
-            if first is None:
-                break
-            batch = [first]
-            deadline = time.monotonic() + COMMIT_LINGER
-            while len(batch) < COMMIT_BATCH:
-                try:
-                    item = results.get_nowait()
-                except asyncio.QueueEmpty:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or self._starved():
-                        break
-                    try:  # in short waits, to see the crawl starve meanwhile
-                        item = await asyncio.wait_for(results.get(), timeout=min(remaining, STARVE_CHECK))
-                    except TimeoutError:
-                        continue
-                if item is None:
-                    end = True
-                    break
-                batch.append(item)
-            checkpoint = await self._on_archive_thread(_archive, batch, warc, mirror)
+        """Stage one of the commit: append each batch's records to the archive and flush them."""
+        async for batch in batches(results, self._starved):
+            checkpoint = await self._on_archive_thread(archive, batch, warc, mirror)
             await archived.put((batch, checkpoint))
         await archived.put(None)
 
@@ -524,45 +485,6 @@ class Crawler:
         )
 
 
-def _thread_ident(conn: sqlite3.Connection) -> int:
-    return threading.get_ident()
-
-
-def _archive(batch: list[PageResult], warc: WarcWriter, mirror: Mirror | None) -> dict[str, int]:
-    """Append the batch's records to the archive and flush; runs on the archive thread."""
-    for result in batch:
-        capture: Capture | None = result.completion.capture
-        if result.outcome is not None and capture is not None:
-            revisit = result.completion.entry.previous if capture.unchanged else None
-            capture.warc = warc.write(result.outcome, revisit)
-            if result.rendering is not None:
-                _archive_rendering(result.rendering, capture, warc)
-            if mirror is not None and result.decoded is not None:
-                mirror.write(capture.url, capture.content_type, result.decoded)
-    return warc.flush()
-
-
-def _archive_rendering(rendering: Rendering, capture: Capture, warc: WarcWriter) -> None:
-    """After a rendered page's own records: its requests' (each naming the page), then its DOM and thumbnail."""
-    page_id, resources = warc.last_record_id, capture.resources
-    for outcome in rendering.resources:
-        location = warc.write(outcome, page_id=page_id)
-        outcome.archived = True
-        try:
-            url = normalize(outcome.url)
-        except InvalidURL:  # the browser asked for it as it was: replay finds it under that form
-            url = outcome.url
-        resources.append(Resource(url=url, target=outcome.url, fetched_at=outcome.started_at, status=outcome.status,
-                                  content_type=outcome.content_type, warc=location))  # fmt: skip
-    made = [(f"urn:dom:{capture.url}", "text/html; charset=utf-8", rendering.dom)]
-    made.append((f"urn:thumbnail:{capture.url}", "image/jpeg", rendering.screenshot))
-    for uri, content_type, body in made:
-        if body:
-            location = warc.write_resource(uri, content_type, body, page_id, capture.fetched_at)
-            resources.append(Resource(url=uri, target=uri, fetched_at=capture.fetched_at, status=None,
-                                      content_type=content_type.partition(";")[0], warc=location))  # fmt: skip
-
-
 @contextlib.contextmanager
 def _logged(*errors: type[Exception]) -> Iterator[None]:
     """Log and swallow `errors`: for clean-up that must not hide the error that caused it."""
@@ -570,13 +492,3 @@ def _logged(*errors: type[Exception]) -> Iterator[None]:
         yield
     except errors as exc:
         log.warning("while closing the crawl: %s", exc)
-
-
-def _normalize_seeds(seeds: tuple[str, ...]) -> list[str]:
-    normalized = []
-    for seed in seeds:
-        try:
-            normalized.append(normalize(seed))
-        except InvalidURL as exc:
-            raise ConfigError(f"bad seed URL {seed!r}: {exc}") from None
-    return list(dict.fromkeys(normalized))

@@ -25,7 +25,7 @@ import re
 from ada_url import URL, join_url, normalize_url
 from xxhash import xxh3_64_intdigest
 
-from .errors import InvalidURL
+from .errors import ConfigError, InvalidURL
 
 NORMALIZATION_VERSION: int = 2
 """Bumped whenever `normalize` can return a different string for some input: part of a crawl's identity.
@@ -41,6 +41,17 @@ _JSESSIONID = re.compile(r";jsessionid=[^/;?]*", re.IGNORECASE)
 _DIGITS = re.compile(r"[0-9]+")
 
 _SIGN_BIT = 1 << 63
+
+
+def normalize_seeds(seeds: tuple[str, ...]) -> list[str]:
+    """The seeds normalized, each once, in their order; a bad one is the user's mistake (`ConfigError`)."""
+    normalized = []
+    for seed in seeds:
+        try:
+            normalized.append(normalize(seed))
+        except InvalidURL as exc:
+            raise ConfigError(f"bad seed URL {seed!r}: {exc}") from None
+    return list(dict.fromkeys(normalized))
 
 
 def normalize(url: str, base: str | None = None) -> str:

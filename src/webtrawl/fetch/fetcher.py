@@ -38,8 +38,9 @@ from aiohttp.http import HttpVersion10, HttpVersion11
 from multidict import CIMultiDict
 from yarl import URL
 
-from ..config import FetchConfig, parse_auth, parse_header
+from ..config import FetchConfig
 from ..models import FetchOutcome
+from ..request_options import parse_auth, parse_header
 from .dns import AddressGuard, ResolveError, Resolver, gai_reason, parse_network, parse_pin
 
 logger = logging.getLogger(__name__)
