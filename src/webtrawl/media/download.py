@@ -123,8 +123,7 @@ def _start(resp: aiohttp.ClientResponse, offset: int, attempt: Attempt) -> int |
             attempt.total = offset
             return offset
     attempt.error = f"HTTP {resp.status}"
-    # Signed addresses expire (403, 410 on some sites): the next attempt resolves a fresh one.
-    attempt.retryable = resp.status in (403, 408, 410, 416, 425, 429) or resp.status >= 500
+    attempt.retryable = retryable_status(resp.status) or resp.status == 416  # a range that moved
     return None
 
 
@@ -155,6 +154,12 @@ async def read_at_most(resp: aiohttp.ClientResponse, limit: int) -> bytes:
         if size >= limit:
             break
     return b"".join(chunks)
+
+
+def retryable_status(status: int) -> bool:
+    """Whether asking again may get the bytes: signed addresses expire (403, 410 on some sites, and the next
+    attempt resolves a fresh one), and servers are overloaded or down for a while."""
+    return status in (403, 408, 410, 425, 429) or status >= 500
 
 
 def _validator(resp: aiohttp.ClientResponse) -> str | None:

@@ -32,7 +32,7 @@ from yarl import URL
 
 from ..config import Quality
 from ..fetch.fetcher import describe_error
-from .download import CHUNK, Attempt, TooLarge, discard, read_at_most, read_meta, sidecar, write_meta
+from .download import CHUNK, Attempt, TooLarge, discard, read_at_most, read_meta, retryable_status, sidecar, write_meta
 
 MAX_MANIFEST = 4 * 1024 * 1024
 """Bytes of a playlist or MPD that are read; a larger one is refused (cut, it would read as a live stream)."""
@@ -137,7 +137,7 @@ class Requests:
             async with self.session.get(URL(url, encoded=True), headers=self.headers) as resp:
                 body = await read_at_most(resp, MAX_MANIFEST + 1)
                 if resp.status != 200:
-                    raise StreamError(f"HTTP {resp.status} for {url}", retryable=_retryable(resp.status))
+                    raise StreamError(f"HTTP {resp.status} for {url}", retryable=retryable_status(resp.status))
                 content_type = (resp.headers.get("Content-Type") or "").partition(";")[0].strip().lower()
                 final = str(resp.url)
         except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
@@ -183,7 +183,9 @@ class Requests:
             async with self.session.get(URL(url, encoded=True), headers=headers) as resp:
                 if resp.status not in (200, 206):
                     # A 404 is tried again too: a CDN's edge may not have the segment yet.
-                    return _Got(b"", resp.status, f"HTTP {resp.status}", _retryable(resp.status) or resp.status == 404)
+                    return _Got(
+                        b"", resp.status, f"HTTP {resp.status}", retryable_status(resp.status) or resp.status == 404
+                    )
                 if resp.content_length is not None and resp.content_length > limit and byterange is None:
                     raise TooLarge(f"too large (a segment of {resp.content_length:,} bytes)")
                 async for chunk in resp.content.iter_chunked(CHUNK):
@@ -204,10 +206,6 @@ class _Got(NamedTuple):
     status: int | None
     error: str | None = None
     retryable: bool = True
-
-
-def _retryable(status: int) -> bool:
-    return status in (403, 408, 410, 425, 429) or status >= 500
 
 
 @dataclass(slots=True)
