@@ -30,12 +30,14 @@ import asyncio
 import functools
 import hashlib
 import hmac
+import fcntl
 import io
 import itertools
 import math
 import random
 import secrets
 import struct
+import termios
 import time
 import wave
 from collections.abc import Callable, Sequence
@@ -115,6 +117,22 @@ class Fault:
     """Every attempt sends the file up to this fraction, then nothing more until the site closes."""
     attempts: int = 0
     """Attempts made so far."""
+
+
+async def _sent(transport: asyncio.Transport) -> None:
+    """Wait (10 s at most) until the client's kernel has acknowledged every byte written so far.
+
+    Closing earlier can lose what is still in flight, by an amount that depends on the machine's load, so the
+    bytes a client keeps from a broken attempt would vary from run to run."""
+    sock = transport.get_extra_info("socket")
+    for _ in range(1000):
+        if not transport.get_write_buffer_size() and (sock is None or not _unacked(sock.fileno())):
+            return
+        await asyncio.sleep(0.01)
+
+
+def _unacked(fd: int) -> int:
+    return struct.unpack("i", fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0\0\0\0"))[0]
 
 
 @dataclass(slots=True)
@@ -538,6 +556,7 @@ class MusicSite:
             if then == "stall":
                 await self._closing.wait()
             if request.transport is not None:
+                await _sent(request.transport)
                 request.transport.close()  # after what was written: the client sees a short body
         except ConnectionError:
             pass  # the client went away
