@@ -27,10 +27,10 @@ Every file (media, playlists, subtitles, and what `add_file`/`add_large_file` ad
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import hashlib
 import hmac
-import fcntl
 import io
 import itertools
 import math
