@@ -14,7 +14,8 @@ import pytest
 
 from webtrawl.config import FetchConfig
 from webtrawl.errors import ConfigError
-from webtrawl.fetch.dns import AddressGuard, Pin, ResolveError, Resolver, gai_reason, parse_network, parse_pin
+from webtrawl.fetch.dns import AddressGuard, ResolveError, Resolver, gai_reason
+from webtrawl.request_options import Pin, parse_network, parse_pin
 
 
 class Clock:
@@ -230,7 +231,8 @@ def test_dns_ttl_must_be_sane(ttl: float) -> None:
 
 
 async def test_wildcard_pin_covers_every_name_under_a_domain() -> None:
-    from webtrawl.fetch.dns import Resolver, parse_pin
+    from webtrawl.fetch.dns import Resolver
+    from webtrawl.request_options import parse_pin
 
     resolver = Resolver(pins=[parse_pin("*.many.test:127.0.0.9")])
     for name in ("a.many.test", "x.y.many.test"):

@@ -16,8 +16,9 @@ from aiohttp import web
 from tests.crawls import fast_config
 from tests.test_cli import one_line_error, webtrawl
 from webtrawl import Crawler, FetchConfig, ScopeConfig
-from webtrawl.fetch.dns import AddressGuard, parse_network
+from webtrawl.fetch.dns import AddressGuard
 from webtrawl.fetch.fetcher import Fetcher
+from webtrawl.request_options import parse_network
 
 FAST = {"connect_timeout": 1.0, "read_timeout": 1.0, "total_timeout": 2.0}
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from .errors import InvalidURL
 from .fetch.page import Rendering
 from .models import Capture, Resource
-from .pages import PageResult
+from .results import PageResult
 from .store.mirror import Mirror
 from .store.warc import WarcWriter
 from .urls import normalize

@@ -15,9 +15,8 @@ from typing import Any, Literal
 
 from . import __version__
 from .errors import ConfigError
-from .fetch.dns import MAX_TTL, MIN_TTL, parse_network, parse_pin
 from .parse.simhash import NEAR_DISTANCE
-from .request_options import check_proxy, parse_auth, parse_header
+from .request_options import MAX_TTL, MIN_TTL, check_proxy, parse_auth, parse_header, parse_network, parse_pin
 
 ScopeMode = Literal["host", "domain", "prefix", "any"]
 

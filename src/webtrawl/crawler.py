@@ -39,7 +39,8 @@ from .media.handler import MediaHandler
 from .media.resolvers import Registry
 from .media.sniffed import Sniffs
 from .models import Entry, NewURL
-from .pages import PageHandler, PageResult
+from .pages import PageHandler
+from .results import PageResult
 from .scope import Scope, SharedHosts
 from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs, open_crawl

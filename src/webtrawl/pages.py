@@ -7,12 +7,10 @@ completion with a reason, so one bad page never stops the crawl.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections import deque
-from dataclasses import dataclass
 
-from .config import CrawlConfig, FetchConfig
+from .config import CrawlConfig
 from .errors import InvalidURL
 from .fetch.page import PageFetcher, Rendering
 from .fetch.politeness import Politeness
@@ -24,6 +22,7 @@ from .models import Capture, Completion, Entry, FetchOutcome, Link, NewURL, Pars
 from .parse.decode import decompress, sniff_charset, to_text
 from .parse.guarded import GuardedParser, ParseTimeout
 from .parse.simhash import hamming, simhash
+from .results import PageResult, retry_or_fail
 from .revisits import next_interval
 from .scope import Scope, SharedHosts
 from .stats import Stats
@@ -38,29 +37,6 @@ RECENT_SIMHASHES = 1024
 """Pages whose SimHash `--skip-near-duplicates` compares in memory (the store has them once committed)."""
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
 """Content types parsed as HTML ('' = no Content-Type: browsers sniff, and so do we)."""
-
-
-@dataclass(slots=True)
-class PageResult:
-    """A completion on its way to the committer, with what the archive needs."""
-
-    completion: Completion
-    outcome: FetchOutcome | None = None
-    """The response to archive (None when nothing was received)."""
-    decoded: bytes | None = None
-    """The decoded body, for the mirror."""
-    rendering: Rendering | None = None
-    """What the browser made of the page, when it was rendered: its requests' responses are archived too."""
-
-
-def retry_or_fail(fetch: FetchConfig, entry: Entry, reason: str, retry_after: float | None = None) -> Completion:
-    """Retry later with exponential backoff and jitter while the attempt and wait budgets last."""
-    attempt = entry.attempts + 1
-    waited = fetch.backoff * (2**entry.attempts - 1)
-    wait = retry_after if retry_after is not None else fetch.backoff * 2**entry.attempts * random.uniform(0.75, 1.25)
-    if attempt >= fetch.max_attempts or waited + wait > fetch.max_retry_wait:
-        return Completion(entry=entry, verdict="failed", reason=f"{reason} (after {attempt} attempts)")
-    return Completion(entry=entry, verdict="retry", reason=reason, not_before=time.time() + wait)
 
 
 def _take_rendering(page: ParsedPage, rendering: Rendering) -> None:

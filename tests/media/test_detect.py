@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from webtrawl.media.detect import (
+from webtrawl.media.playlists import MAX_BODY, MAX_ENTRIES, read_playlist
+from webtrawl.models import MediaRef
+from webtrawl.parse.media import (
     AUDIO_EXTENSIONS,
     MAX_REFS,
     MAX_SCRIPT_TEXT,
@@ -15,8 +17,6 @@ from webtrawl.media.detect import (
     find_media,
     media_kind,
 )
-from webtrawl.media.playlists import MAX_BODY, MAX_ENTRIES, read_playlist
-from webtrawl.models import MediaRef
 
 PAGE = "http://example.com/dir/page.html"
 BOTH = frozenset({"audio", "video"})

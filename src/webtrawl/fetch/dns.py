@@ -17,26 +17,22 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from ..errors import ConfigError
+from ..request_options import IPNetwork, Pin
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TTL = 300.0
 """Seconds a lookup is reused: getaddrinfo does not tell a record's TTL, so one fixed value stands in."""
-MIN_TTL, MAX_TTL = 60.0, 3600.0
-"""The range a configured TTL must fall in: shorter floods the resolver, longer misses moved sites."""
 NEGATIVE_TTL = 60.0
 """Seconds a name that does not exist is remembered as such (never longer than the TTL)."""
 MAX_NAMES = 100_000
 """Names the cache holds; the least recently used go first."""
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Lookup = Callable[[str, int], Awaitable[list[tuple[Any, ...]]]]
 """(name, family) → getaddrinfo-style tuples; `loop.getaddrinfo` by default."""
 
@@ -73,51 +69,6 @@ def gai_reason(exc: socket.gaierror) -> tuple[str, bool]:
     if code == socket.EAI_FAIL:
         return "dns: server failure", False
     return f"dns: {exc.strerror or exc}", True
-
-
-@dataclass(frozen=True, slots=True)
-class Pin:
-    """`--resolve HOST[:PORT]:ADDR[,ADDR…]`: connections to HOST (on PORT, or any port) go to ADDR.
-
-    HOST may be `*.example.test`: every name under that domain (a test resolver for many host names).
-    """
-
-    host: str
-    port: int | None
-    addresses: tuple[str, ...]
-
-
-def parse_pin(text: str) -> Pin:
-    """Read a `--resolve` value the way curl does; ADDR may be IPv6, bare or in brackets."""
-    host, sep, rest = text.strip().partition(":")
-    error = ConfigError(f"bad resolve entry {text!r}: expected HOST:ADDR or HOST:PORT:ADDR (ADDR an IP address)")
-    if not sep or not host or not rest or any(c.isspace() for c in host):
-        raise error
-    head, sep, tail = rest.partition(":")
-    if sep and head.isdigit():
-        try:
-            port = int(head)
-            if not 0 < port < 65536:
-                raise ConfigError(f"bad resolve entry {text!r}: port {port} is out of range")
-            return Pin(host.lower(), port, _addresses(tail))
-        except ValueError:
-            pass  # "a.test:1::2": no port, an IPv6 address
-    try:
-        return Pin(host.lower(), None, _addresses(rest))
-    except ValueError:
-        raise error from None
-
-
-def _addresses(text: str) -> tuple[str, ...]:
-    return tuple(str(ipaddress.ip_address(part.strip().strip("[]"))) for part in text.split(","))
-
-
-def parse_network(text: str) -> IPNetwork:
-    """Read an `--allow-private` value: a CIDR block or a single address."""
-    try:
-        return ipaddress.ip_network(text.strip(), strict=False)
-    except ValueError:
-        raise ConfigError(f"bad allow-private network {text!r}: expected a CIDR block like 10.0.0.0/8") from None
 
 
 class AddressGuard:

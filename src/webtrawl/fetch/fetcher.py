@@ -40,8 +40,8 @@ from yarl import URL
 
 from ..config import FetchConfig
 from ..models import FetchOutcome
-from ..request_options import parse_auth, parse_header
-from .dns import AddressGuard, ResolveError, Resolver, gai_reason, parse_network, parse_pin
+from ..request_options import parse_auth, parse_header, parse_network, parse_pin
+from .dns import AddressGuard, ResolveError, Resolver, gai_reason
 
 logger = logging.getLogger(__name__)
 

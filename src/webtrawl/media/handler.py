@@ -27,13 +27,13 @@ from ..fetch.fetcher import Fetcher
 from ..fetch.page import PageFetcher, Sniffed
 from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, MediaFile
-from ..pages import PageResult, retry_or_fail
 from ..parse.decode import decompress
+from ..parse.media import media_kind
+from ..results import PageResult, retry_or_fail
 from ..stats import Stats
 from ..store.db import Database
 from ..store.media import stored_with_digest, url_of
 from ..store.mirror import mirror_path, safe_name
-from .detect import media_kind
 from .download import Attempt, discard, download, sha256_of
 from .playlists import read_playlist
 from .resolvers import PLAYLIST, MediaClient, MediaTask, Registry, ResolveError, Resolver

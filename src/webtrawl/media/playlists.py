@@ -21,8 +21,8 @@ from xml.parsers.expat import ExpatError, ParserCreate
 
 from ..errors import InvalidURL
 from ..models import MediaKind, MediaRef
+from ..parse.media import PLAYLIST_TYPES, media_kind
 from ..urls import normalize
-from .detect import PLAYLIST_TYPES, media_kind
 
 MAX_BODY = 1024 * 1024
 """Bytes of a playlist that are read; a larger body is ignored whole."""

@@ -4,7 +4,7 @@ A resolver reads a fetched page (`find`) and names its media as tasks: a stable 
 normalized direct address) that the crawl stores and deduplicates. Each download attempt asks it again for
 the real address (`resolve`), because sites hand out signed addresses that expire or are bound to the
 client that asked. A page is read by the first resolver whose host patterns match it, and always by the
-generic resolver (the detector of `media.detect`, addresses used as they are), which is the fallback for
+generic resolver (the detector of `parse.media`, addresses used as they are), which is the fallback for
 every site no resolver knows. Third-party resolvers register under the entry point group
 `webtrawl.resolvers` (see the README for a complete example).
 """

@@ -14,9 +14,9 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from ..media.detect import find_media
 from ..models import ParsedPage
 from .html import parse_html
+from .media import find_media
 
 MAX_INLINE_TAGS = 5000
 """Pages with more `<` than this are parsed in the child process."""

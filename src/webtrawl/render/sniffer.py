@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..fetch.page import Sniffed
-from ..media.detect import media_kind, sniff_kind
 from ..models import FetchOutcome
+from ..parse.media import media_kind, sniff_kind
 
 if TYPE_CHECKING:
     from playwright.async_api import Request

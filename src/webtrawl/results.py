@@ -1,0 +1,35 @@
+"""What a handler (`pages.PageHandler`, `media.handler.MediaHandler`) hands the committer for one URL, and the
+rule both follow when an attempt failed in a way that asking again may fix."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from .config import FetchConfig
+from .fetch.page import Rendering
+from .models import Completion, Entry, FetchOutcome
+
+
+@dataclass(slots=True)
+class PageResult:
+    """A completion on its way to the committer, with what the archive needs."""
+
+    completion: Completion
+    outcome: FetchOutcome | None = None
+    """The response to archive (None when nothing was received)."""
+    decoded: bytes | None = None
+    """The decoded body, for the mirror."""
+    rendering: Rendering | None = None
+    """What the browser made of the page, when it was rendered: its requests' responses are archived too."""
+
+
+def retry_or_fail(fetch: FetchConfig, entry: Entry, reason: str, retry_after: float | None = None) -> Completion:
+    """Retry later with exponential backoff and jitter while the attempt and wait budgets last."""
+    attempt = entry.attempts + 1
+    waited = fetch.backoff * (2**entry.attempts - 1)
+    wait = retry_after if retry_after is not None else fetch.backoff * 2**entry.attempts * random.uniform(0.75, 1.25)
+    if attempt >= fetch.max_attempts or waited + wait > fetch.max_retry_wait:
+        return Completion(entry=entry, verdict="failed", reason=f"{reason} (after {attempt} attempts)")
+    return Completion(entry=entry, verdict="retry", reason=reason, not_before=time.time() + wait)
