@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import redis
 from redis.asyncio import Redis as AsyncRedis
 
-from webtrawl.frontier.bloom import BLOOM_LUA, BloomStats, bloom_stats, first_capacity, fp_bytes
+from webtrawl.cluster.bloom import BLOOM_LUA, BloomStats, bloom_stats, first_capacity, fp_bytes
 from webtrawl.urls import fingerprint, partition_of
 
 BATCH = 1000

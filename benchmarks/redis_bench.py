@@ -39,13 +39,13 @@ from bloom_bench import redis_server
 from crawl_bench import CONCURRENCY, OUT, Run, crawl_webtrawl, prepare_site, profiled, warm_page_cache
 from measure import Result, Usage, fetched_paths, print_columns, read_jsonl, run_measured_together, summarize
 from nginx import Nginx, NginxError
+from webtrawl.cluster.bloom import first_capacity
+from webtrawl.cluster.frontier import Layout, RedisFrontier
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
 from webtrawl.config import PolitenessConfig, ScopeConfig
 from webtrawl.fetch.politeness import Politeness
-from webtrawl.frontier.bloom import first_capacity
-from webtrawl.frontier.redis import Layout, RedisFrontier
 from webtrawl.models import NewURL
 from webtrawl.urls import fingerprint, origin
 

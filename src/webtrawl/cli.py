@@ -24,6 +24,7 @@ import click
 from redis.exceptions import RedisError
 
 from . import __version__
+from .cluster.frontier import Layout
 from .cluster.runs import run_coordinator, run_worker
 from .cluster.status import OBEY_WAIT, crawl_status, print_nodes, print_status
 from .cluster.status import OBEYED as DISTRIBUTED_OBEYED
@@ -32,7 +33,6 @@ from .config import CrawlConfig
 from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError
 from .flags import build_config, crawl_options, layout_of
-from .frontier.redis import Layout
 from .interrupts import Interrupts, interruptible
 from .progress import Progress, print_report, report_line
 from .stats import CrawlReport

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 import click
 from click.core import ParameterSource
 
+from .cluster.bloom import first_capacity
+from .cluster.frontier import Layout
 from .cluster.node import HEARTBEAT
 from .config import (
     CrawlConfig,
@@ -25,8 +27,6 @@ from .config import (
     ScopeConfig,
 )
 from .errors import ConfigError
-from .frontier.bloom import first_capacity
-from .frontier.redis import Layout
 
 
 class Duration(click.ParamType):

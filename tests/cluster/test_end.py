@@ -14,14 +14,14 @@ from typing import Any
 from tests.redis_servers import blocking_client
 from webtrawl.cluster import coordinator as coordinating
 from webtrawl.cluster.coordinator import GROUP, Gatherer, watch_for_end
+from webtrawl.cluster.frontier import Layout, RedisFrontier
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
+from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
 from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
-from webtrawl.frontier.redis import Layout, RedisFrontier
-from webtrawl.frontier.scripts import Scripts
 from webtrawl.models import Completion, NewURL
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import Database

@@ -22,9 +22,9 @@ from tests.sites import SiteServer
 from webtrawl.cluster.hostlimits import SharedHostLimits
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.redisconn import connect
+from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
 from webtrawl.fetch.politeness import Politeness
-from webtrawl.frontier.scripts import Scripts
 from webtrawl.urls import origin
 
 PAGES = 600

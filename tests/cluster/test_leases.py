@@ -10,14 +10,14 @@ import redis
 import redis.cluster
 
 from tests.redis_servers import blocking_client
+from webtrawl.cluster.frontier import Layout, RedisFrontier
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases, read_partitions
 from webtrawl.cluster.redisconn import connect
+from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
 from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
-from webtrawl.frontier.redis import Layout, RedisFrontier
-from webtrawl.frontier.scripts import Scripts
 from webtrawl.models import Completion, NewURL
 from webtrawl.urls import fingerprint, origin
 

@@ -12,11 +12,11 @@ import redis.asyncio
 
 from tests.crawls import check_warcs, fast_config
 from tests.test_recrawl import REVISIT, ChangingSite, rows, search, serving, warc_types
+from webtrawl.cluster.frontier import Layout
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.runs import run_coordinator, run_worker
 from webtrawl.cluster.twins import RedisTwins
 from webtrawl.config import CrawlConfig, PolitenessConfig
-from webtrawl.frontier.redis import Layout
 from webtrawl.stats import CrawlReport
 
 LAYOUT = Layout(partitions=4, lease_ttl=3)

@@ -29,6 +29,7 @@ from tests.cluster.processes import (
 from tests.redis_servers import RedisServer
 from tests.sites import SiteServer
 from webtrawl.cluster.coordinator import create_or_join
+from webtrawl.cluster.frontier import Layout, RedisFrontier
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
@@ -37,7 +38,6 @@ from webtrawl.config import CrawlConfig, PolitenessConfig, ScopeConfig
 from webtrawl.errors import CrawlGone
 from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
-from webtrawl.frontier.redis import Layout, RedisFrontier
 from webtrawl.scope import Scope
 from webtrawl.urls import host_key
 

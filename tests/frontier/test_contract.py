@@ -22,16 +22,16 @@ import pytest
 import redis.cluster
 
 from tests.redis_servers import blocking_client
+from webtrawl.cluster.frontier import Layout, RedisFrontier
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
+from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
 from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
 from webtrawl.frontier.base import Frontier
 from webtrawl.frontier.budgets import Budgets
-from webtrawl.frontier.redis import Layout, RedisFrontier
-from webtrawl.frontier.scripts import Scripts
 from webtrawl.frontier.sqlite import SqliteFrontier
 from webtrawl.models import Capture, Completion, Entry, NewURL
 from webtrawl.store.crawls import open_crawl

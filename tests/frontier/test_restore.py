@@ -11,15 +11,15 @@ import pytest
 
 from tests.redis_servers import blocking_client
 from webtrawl.cluster.coordinator import create_or_join
+from webtrawl.cluster.frontier import Layout, RedisFrontier
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
+from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import CrawlConfig, PolitenessConfig
 from webtrawl.errors import CrawlGone
 from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
-from webtrawl.frontier.redis import Layout, RedisFrontier
-from webtrawl.frontier.scripts import Scripts
 from webtrawl.models import Entry, NewURL, Previous, State
 from webtrawl.urls import fingerprint, origin
 

@@ -35,13 +35,13 @@ from ..config import (
     ScopeConfig,
 )
 from ..errors import ConfigError
-from ..frontier.redis import Layout
 from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import differences
 from ..store.db import Database
 from ..store.index import index_text
 from ..store.ingest import ingest, ingest_drops
 from ..urls import NORMALIZATION_VERSION
+from .frontier import Layout
 from .keys import Keys
 from .leases import PARTITION_FIELDS
 from .redisconn import crawl_gone, persist, pipelined

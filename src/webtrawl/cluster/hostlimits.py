@@ -1,7 +1,7 @@
 """Per-host limits shared by every node, for crawls that spread one host's URLs over all partitions.
 
 With `--partition-by url` no node sees all of a host's requests, so its concurrency and pace are kept in
-Redis (`frontier/lua/hostslots.lua`): a node takes slots before it hands URLs out and gives them back when
+Redis (`cluster/lua/hostslots.lua`): a node takes slots before it hands URLs out and gives them back when
 their requests end (it holds no more of a host's slots than its politeness has requests running), and all
 of them when it leaves. A slot lasts a lease's TTL unless the node's heartbeat renews it with its leases, so
 the slots of a node that died, stalled or was cut off come back when its leases do, and a node left without
@@ -23,9 +23,9 @@ from ..fetch.fetcher import Fetcher
 from ..fetch.politeness import Politeness
 from ..fetch.robots import RobotsRules, RobotsSource, fetch_robots_source
 from ..frontier.hosts import HostQueue
-from ..frontier.scripts import Scripts
 from .keys import Keys
 from .redisconn import persist
+from .scripts import Scripts
 
 ROBOTS_LOCK = 30.0
 """Seconds one node has to fetch a robots.txt before another may try."""

@@ -3,7 +3,7 @@
 Every key carries the crawl's name in a hash tag. A partition's keys share the tag `{NAME:pN}` (its Lua
 scripts touch only those), and each global key has a tag of its own, touched only by single-key commands,
 so a Redis Cluster can put any of them on any node. The partition scripts' own keys are listed in
-`frontier/lua/common.lua`.
+`cluster/lua/common.lua`.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Keys:
 
     @property
     def scope_incarnation(self) -> str:
-        """String: the crawl's incarnation, beside its scope set (`frontier/lua/scope.lua` checks it)."""
+        """String: the crawl's incarnation, beside its scope set (`cluster/lua/scope.lua` checks it)."""
         return self.scope + ":crawl"
 
     @property

@@ -30,18 +30,18 @@ from ..fetch.politeness import Politeness
 from ..fetch.robots import RobotsRules
 from ..frontier.base import Frontier
 from ..frontier.budgets import Budgets
-from ..frontier.redis import Layout, RedisFrontier
-from ..frontier.scripts import Scripts
 from ..scope import Scope
 from ..stats import CrawlReport
 from ..store.db import Database, transaction
 from ..store.fingerprints import Twins
 from .coordinator import INCARNATION, present
+from .frontier import Layout, RedisFrontier
 from .hostlimits import SharedHostLimits, SharedRobots
 from .keys import Keys
 from .leases import Leases, read_partitions
 from .redisconn import GONE_REPLY, crawl_gone, persist
 from .scopehosts import SharedScope
+from .scripts import Scripts
 from .twins import RedisTwins
 
 log = logging.getLogger(__name__)

@@ -196,7 +196,7 @@ Waiting is safe: Redis refuses a script at its first write, so a refused script 
 MAX_PAUSE = 5.0
 GONE_REPLY = "CRAWLGONE "
 """How a partition script refuses a call for a crawl this Redis does not hold, followed by the crawl's name
-(`frontier/lua/common.lua`)."""
+(`cluster/lua/common.lua`)."""
 
 
 def crawl_gone(name: str) -> CrawlGone:

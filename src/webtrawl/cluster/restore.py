@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..frontier.redis import RedisFrontier
 from ..store.db import Database
 from ..store.schedule import frontier_rows
 from .coordinator import RESTORE_MARK
+from .frontier import RedisFrontier
 from .keys import Keys
 from .redisconn import persist
 

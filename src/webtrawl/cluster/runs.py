@@ -15,7 +15,6 @@ from typing import Any
 from ..config import CrawlConfig
 from ..errors import ConfigError
 from ..fetch.politeness import Politeness
-from ..frontier.redis import Layout, RedisFrontier
 from ..interrupts import Interrupts
 from ..models import NewURL
 from ..stats import CrawlReport
@@ -26,6 +25,7 @@ from ..store.ingest import settle_unreached
 from ..store.schedule import due_revisits, mark_waiting
 from ..urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
 from .coordinator import CoordinatorLease, Gatherer, check_present, create_or_join, load_crawl, scan, watch_for_end
+from .frontier import Layout, RedisFrontier
 from .keys import Keys
 from .leases import Leases
 from .node import HEARTBEAT, NodeCrawler, live_nodes, register

@@ -16,8 +16,8 @@ import asyncio
 import time
 from typing import Any
 
-from ..frontier.redis import RedisFrontier
 from ..scope import Scope
+from .frontier import RedisFrontier
 from .keys import Keys
 from .redisconn import persist
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..frontier.bloom import bloom_stats
+from .bloom import bloom_stats
 from .coordinator import load_crawl, scan
 from .keys import Keys
 from .node import HEARTBEAT, LIVE_FOR, live_nodes

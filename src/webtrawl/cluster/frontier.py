@@ -2,7 +2,7 @@
 
 Per partition, Redis holds each host's waiting URLs in breadth-first order, the running ones with the
 lease token they were handed out under, retries with their due time, counters, the dedup filter and a
-stream of results for the coordinator (`frontier/lua/common.lua` lists the keys). Every change is one
+stream of results for the coordinator (`cluster/lua/common.lua` lists the keys). Every change is one
 Lua script on one partition, so it is atomic, and claim and complete are fenced by the lease.
 
 This object is one node's view: it claims only from partitions it holds (`cluster.leases.Leases`, kept by
@@ -24,23 +24,23 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..cluster.keys import Keys
-from ..cluster.leases import PARTITION_FIELDS, Leases
-from ..cluster.redisconn import UNREACHABLE, persist, pipelined
-from ..cluster.wire import encode_completion
 from ..fetch.politeness import Politeness
+from ..frontier.base import FrontierCounts
+from ..frontier.hosts import HostQueue
+from ..frontier.importance import SEED_CASH, already_seen, shares
+from ..frontier.seen import SeenCache
 from ..models import Completion, Entry, NewURL, Previous, Revisit, State
 from ..urls import partition_of, template
-from .base import FrontierCounts
 from .bloom import fp_bytes
-from .hosts import HostQueue
-from .importance import SEED_CASH, already_seen, shares
-from .redis_entries import decode_entry, encode_entry
+from .entries import decode_entry, encode_entry
+from .keys import Keys
+from .leases import PARTITION_FIELDS, Leases
+from .redisconn import UNREACHABLE, persist, pipelined
 from .scripts import Scripts
-from .seen import SeenCache
+from .wire import encode_completion
 
 if TYPE_CHECKING:
-    from ..cluster.hostlimits import SharedHostLimits
+    from .hostlimits import SharedHostLimits
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -76,7 +76,7 @@ class Layout:
     node, and the host's limits and robots.txt are shared through Redis (`cluster.hostlimits`)."""
     incarnation: str = ""
     """The id the crawl got when it was created in this Redis, which every partition script checks (see
-    `frontier.scripts.Scripts`); given by the coordinator that creates it."""
+    `cluster.scripts.Scripts`); given by the coordinator that creates it."""
 
 
 class RedisFrontier:

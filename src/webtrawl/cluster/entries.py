@@ -1,7 +1,7 @@
 """A URL's entry as a Redis partition keeps it (hash `:e`, by fingerprint): a compact JSON array.
 
 The Lua scripts read it too: the URL is its first element, the host its second, the depth its third
-(`frontier/lua/common.lua`). A revisited URL's entry carries its previous fetch as a seventh element, for the
+(`cluster/lua/common.lua`). A revisited URL's entry carries its previous fetch as a seventh element, for the
 conditional request. Attempts and importance live beside it in the partition and come back with each claim.
 """
 

@@ -12,7 +12,7 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from webtrawl.frontier.bloom import (
+from webtrawl.cluster.bloom import (
     BLOOM_LUA,
     MAX_BITS,
     BloomStats,

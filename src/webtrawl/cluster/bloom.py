@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-BLOOM_LUA: str = files("webtrawl.frontier").joinpath("lua/bloom.lua").read_text(encoding="utf-8")
+BLOOM_LUA: str = files(__package__).joinpath("lua/bloom.lua").read_text(encoding="utf-8")
 """Lua defining `bloom_add`, `bloom_check`, `bloom_stats` and `bloom_layer_size` as locals, for other scripts to
 follow (see the header of the file for the key layout and the meta fields)."""
 
