@@ -32,13 +32,13 @@ from .fetch.page import HttpPages, PageFetcher
 from .fetch.politeness import Politeness
 from .fetch.robots import ALLOW_ALL, RobotsRules, fetch_robots
 from .fetch.sitemaps import Sitemaps
-from .frontier.base import Frontier, FrontierCounts
+from .frontier.base import Frontier
 from .frontier.budgets import Budgets
 from .frontier.sqlite import SqliteFrontier
 from .media.handler import MediaHandler
 from .media.resolvers import Registry
 from .media.sniffed import Sniffs
-from .models import Entry, NewURL
+from .models import Entry, FrontierCounts, NewURL
 from .pages import PageHandler
 from .results import PageResult
 from .scope import Scope, SharedHosts

@@ -28,6 +28,27 @@ class State(IntEnum):
     FAILED = 3
 
 
+HOST_BUDGET = "host-budget"
+TEMPLATE_BUDGET = "template-budget"
+"""The reasons a URL is refused for a budget (`frontier.budgets`): unlike every other drop reason, each keeps
+the URL out of the crawl for good, which the coordinator's index must know as well (`store.ingest`)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class FrontierCounts:
+    """How many URLs of a crawl are in each state, and the waiting ones by depth."""
+
+    waiting: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    waiting_by_depth: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.waiting + self.running + self.done + self.failed
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewURL:
     """A normalized, in-scope URL on its way into the frontier."""

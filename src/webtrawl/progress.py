@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .crawler import Crawler
-from .frontier.base import FrontierCounts
+from .models import FrontierCounts
 from .stats import CrawlReport
 
 REFRESH = 0.5

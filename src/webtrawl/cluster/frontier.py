@@ -25,11 +25,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..fetch.politeness import Politeness
-from ..frontier.base import FrontierCounts
 from ..frontier.hosts import HostQueue
 from ..frontier.importance import SEED_CASH, already_seen, shares
 from ..frontier.seen import SeenCache
-from ..models import Completion, Entry, NewURL, Previous, Revisit, State
+from ..models import Completion, Entry, FrontierCounts, NewURL, Previous, Revisit, State
 from ..urls import partition_of, template
 from .bloom import fp_bytes
 from .entries import decode_entry, encode_entry

@@ -20,23 +20,9 @@ Contracts every backend keeps (a contract test suite runs against each):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..models import Completion, Entry, NewURL
-
-
-@dataclass(slots=True, kw_only=True)
-class FrontierCounts:
-    waiting: int = 0
-    running: int = 0
-    done: int = 0
-    failed: int = 0
-    waiting_by_depth: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        return self.waiting + self.running + self.done + self.failed
+from ..models import Completion, Entry, FrontierCounts, NewURL
 
 
 class Frontier(Protocol):

@@ -23,11 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from xxhash import xxh3_64_intdigest
 
-from ..models import NewURL
+from ..models import HOST_BUDGET, TEMPLATE_BUDGET, NewURL
 from ..urls import template
-
-HOST_BUDGET = "host-budget"
-TEMPLATE_BUDGET = "template-budget"
 
 MAX_TEMPLATES = 200_000
 """Template counters kept at most (about 100 bytes each: ~20 MB). A site of distinct pages (a wiki: each

@@ -24,16 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..fetch.politeness import Politeness
-from ..models import Completion, Entry, NewURL, State
+from ..models import Completion, Entry, FrontierCounts, NewURL, State
 from ..parse.simhash import NEAR_DISTANCE
-from ..store.crawls import add_extra_hosts
+from ..store.batches import Completed, record_batch, record_drops
 from ..store.db import Database, transaction
-from ..store.fingerprints import mark_fingerprints
-from ..store.index import capture_row, insert_captures, insert_resources
-from ..store.media import insert_media
-from ..store.schedule import ENTRY, entry_of, record_schedules, requeue_due, supersede_text
-from ..urls import fingerprint
-from .base import FrontierCounts
+from ..store.schedule import ENTRY, entry_of, requeue_due
 from .budgets import Budgets
 from .hosts import HostQueue
 from .importance import SEED_CASH, shares
@@ -41,10 +36,6 @@ from .seen import SeenCache
 
 Row = tuple[Any, ...]
 
-MAX_STORED_URL = 4096
-"""Dropped URLs are kept to this length: a hostile page may link 100 KB URLs."""
-
-_DROP = "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) VALUES (?, ?, ?, ?, ?)"
 _KNOWN_CHUNK = 500
 """Fingerprints looked up in one `IN (…)` query."""
 
@@ -170,9 +161,7 @@ class SqliteFrontier:
         self, conn: sqlite3.Connection, urls: Sequence[NewURL], drops: list[tuple[str, str]], seq: int, now: float
     ) -> list[Row]:
         with transaction(conn):
-            conn.executemany(
-                _DROP, [(self._crawl, fingerprint(url), url[:MAX_STORED_URL], reason, None) for url, reason in drops]
-            )
+            record_drops(conn, self._crawl, ((url, reason, None) for url, reason in drops))
             changed = self._insert_urls(conn, urls, seq, now)
             if self._importance:  # the importance the crawl starts from
                 conn.executemany(_CASH, [(SEED_CASH, self._crawl, u.fp) for u in urls if u.kind == "seed"])
@@ -194,12 +183,8 @@ class SqliteFrontier:
             if i not in refused
         ]
         if refused:
-            conn.executemany(
-                _DROP,
-                [
-                    (self._crawl, urls[i].fp, urls[i].url[:MAX_STORED_URL], reason, urls[i].referrer_fp)
-                    for i, reason in refused.items()
-                ],
+            record_drops(
+                conn, self._crawl, ((urls[i].url, reason, urls[i].referrer_fp) for i, reason in refused.items())
             )
         if not rows:
             return []
@@ -399,15 +384,6 @@ class SqliteFrontier:
             )
             changed = self._insert_urls(conn, fresh, seq, now)
             conn.executemany(
-                "INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)",
-                [(crawl, item.entry.fp, child.fp) for item in batch for child in item.children],
-            )
-            supersede_text(conn, crawl, batch)
-            mark_fingerprints(conn, crawl, [item.capture for item in batch if item.capture], self._near_distance)
-            insert_captures(conn, crawl, [capture_row(item.capture) for item in batch if item.capture])
-            insert_resources(conn, crawl, [item.capture for item in batch if item.capture])
-            insert_media(conn, crawl, [(item.entry.fp, item.media) for item in batch if item.media])
-            conn.executemany(
                 "UPDATE urls SET state = ?, reason = ?, not_before = ?, attempts = attempts + 1, updated_at = ? "
                 "WHERE crawl_id = ? AND fp = ?",
                 [
@@ -415,16 +391,7 @@ class SqliteFrontier:
                     for item in batch
                 ],
             )
-            conn.executemany(
-                _DROP,
-                [
-                    (crawl, fingerprint(url), url[:MAX_STORED_URL], reason, item.entry.fp)
-                    for item in batch
-                    for url, reason in item.drops
-                ],
-            )
-            record_schedules(conn, crawl, batch)
-            add_extra_hosts(conn, crawl, [item.gained_host for item in batch if item.gained_host])
+            record_batch(conn, crawl, [Completed(item) for item in batch], self._near_distance)
             if self._importance:
                 conn.executemany(_CASH, [(share, crawl, fp) for fp, share in shares(batch).items()])
             conn.executemany(

@@ -25,17 +25,11 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 
-from ..frontier.budgets import HOST_BUDGET, TEMPLATE_BUDGET
-from ..frontier.sqlite import MAX_STORED_URL
-from ..models import Completion, NewURL, State
+from ..models import HOST_BUDGET, TEMPLATE_BUDGET, Completion, NewURL, State
 from ..parse.simhash import NEAR_DISTANCE
 from ..urls import fingerprint
-from .crawls import add_extra_hosts
+from .batches import Completed, record_batch, record_drops
 from .db import transaction
-from .fingerprints import mark_fingerprints
-from .index import capture_row, insert_captures, insert_resources
-from .media import insert_media, url_of
-from .schedule import record_schedules, supersede_text
 
 Item = tuple[str, Completion, str]
 """(ingest key, completion, node id): the key is unique per stream entry, e.g. "p17:1700000000000-0"."""
@@ -67,7 +61,6 @@ _COMPLETED = """
 """
 _BUDGETS = (HOST_BUDGET, TEMPLATE_BUDGET)
 """The reasons that keep a URL out of the crawl for good (see `ingest_drops`)."""
-_DROP = "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) VALUES (?, ?, ?, ?, ?)"
 
 
 def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item], near_distance: int = NEAR_DISTANCE) -> int:
@@ -115,36 +108,12 @@ def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item], near_
                 for u in children
             ],
         )
-        conn.executemany(
-            "INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)",
-            [(crawl_id, c.entry.fp, child.fp) for c in completions for child in c.children],
-        )
-        conn.executemany(
-            _DROP,
-            [
-                (crawl_id, fingerprint(url), url[:MAX_STORED_URL], reason, c.entry.fp)
-                for c in completions
-                for url, reason in c.drops
-            ],
-        )
-        supersede_text(conn, crawl_id, completions)
-        mark_fingerprints(conn, crawl_id, [c.capture for c in completions if c.capture], near_distance)
-        insert_captures(conn, crawl_id, [capture_row(c.capture, node, key) for key, c, node in fresh if c.capture])
-        for _key, c, node in fresh:
-            if c.capture is not None and c.capture.resources:
-                insert_resources(conn, crawl_id, [c.capture], node)
-        for _key, c, node in fresh:
-            if c.media is not None:
-                if not c.media.page_url and c.entry.referrer_fp is not None:  # a node knows fingerprints only
-                    c.media.page_url = url_of(conn, crawl_id, c.entry.referrer_fp) or ""
-                insert_media(conn, crawl_id, [(c.entry.fp, c.media)], node)
         new = 0
         for completion in completions:  # in stream order: a retry and the done that followed it may share a batch
             moved = _complete(conn, crawl_id, completion, host_ids[completion.entry.host], seq, now)
             if moved or completion.capture is not None:
                 new += 1
-        record_schedules(conn, crawl_id, completions)
-        add_extra_hosts(conn, crawl_id, [c.gained_host for c in completions if c.gained_host])
+        record_batch(conn, crawl_id, [Completed(c, node, key) for key, c, node in fresh], near_distance)
     return new
 
 
@@ -227,15 +196,13 @@ def ingest_drops(conn: sqlite3.Connection, crawl_id: int, drops: Sequence[Sequen
     A URL refused for a budget never enters the crawl, so if a page linking to it arrived first, its
     waiting row goes (a row that was ever handed out stays: it was admitted, and this drop is stale).
     """
-    rows = [
-        (crawl_id, fingerprint(url), url[:MAX_STORED_URL], reason, int(referrer) if referrer else None)
-        for url, reason, referrer in drops
-    ]
     with transaction(conn):
-        new = conn.executemany(_DROP, rows).rowcount
+        new = record_drops(
+            conn, crawl_id, ((url, reason, int(referrer) if referrer else None) for url, reason, referrer in drops)
+        )
         conn.executemany(
             "DELETE FROM urls WHERE crawl_id = ? AND fp = ? AND state = 0 AND attempts = 0",
-            [(crawl, fp) for crawl, fp, _url, reason, _referrer in rows if reason in _BUDGETS],
+            [(crawl_id, fingerprint(url)) for url, reason, _referrer in drops if reason in _BUDGETS],
         )
     return new
 

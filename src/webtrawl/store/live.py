@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..frontier.base import FrontierCounts
-from ..models import State
+from ..models import FrontierCounts, State
 from ..stats import Stats
 from .crawls import crawl_id_of
 from .db import DB_NAME, connect, transaction

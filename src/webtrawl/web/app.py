@@ -13,15 +13,11 @@ from importlib.resources import files
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 
 from .. import __version__
 from .site import Site
 
 TOKEN_COOKIE = "webtrawl_token"
-
-templates = Jinja2Templates(directory=str(files("webtrawl.web") / "templates"))
-"""Autoescaping is on for .html templates: every crawled string is escaped."""
 
 
 def create_app(site: Site) -> FastAPI:

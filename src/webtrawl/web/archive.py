@@ -54,8 +54,8 @@ from ..store.replay import (
     record_path,
 )
 from ..urls import normalize
-from .app import templates
 from .site import Site
+from .templating import templates
 
 router = APIRouter()
 log = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ from starlette.concurrency import run_in_threadpool
 from ..store import browse as store
 from ..store import detail
 from ..store.overview import overview
-from .app import templates
 from .site import Site
+from .templating import templates
 
 router = APIRouter()
 
