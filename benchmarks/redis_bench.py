@@ -45,8 +45,8 @@ from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
 from webtrawl.config import PolitenessConfig, ScopeConfig
-from webtrawl.fetch.politeness import Politeness
 from webtrawl.models import NewURL
+from webtrawl.politeness import Politeness
 from webtrawl.urls import fingerprint, origin
 
 NAME = "bench"

@@ -11,8 +11,8 @@ from aiohttp import web
 from tests.crawls import connect
 from tests.test_crawl_features import Handler, config, page, serve
 from webtrawl import Crawler, FetchConfig, PolitenessConfig, ScopeConfig
-from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL, RobotsRules, parse_robots
+from webtrawl.politeness import Politeness
 
 
 def failures(out: Path) -> dict[str, str]:

@@ -29,9 +29,7 @@ from .errors import StoreError
 from .faults import crash_point
 from .fetch.fetcher import Fetcher
 from .fetch.page import HttpPages, PageFetcher
-from .fetch.politeness import Politeness
 from .fetch.robots import ALLOW_ALL, RobotsRules, fetch_robots
-from .fetch.sitemaps import Sitemaps
 from .frontier.base import Frontier
 from .frontier.budgets import Budgets
 from .frontier.sqlite import SqliteFrontier
@@ -40,8 +38,10 @@ from .media.resolvers import Registry
 from .media.sniffed import Sniffs
 from .models import Entry, FrontierCounts, NewURL
 from .pages import PageHandler
+from .politeness import Politeness
 from .results import PageResult
 from .scope import Scope, SharedHosts
+from .sitemaps import Sitemaps
 from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs, open_crawl
 from .store.db import DB_NAME, Database, DirectoryLock, prepare_directory
@@ -138,11 +138,13 @@ class Crawler:
             scope = Scope(config.scope, seeds)
             for host in extra_hosts:
                 scope.add_host(host)
+            fetcher = Fetcher(config.fetch, concurrency=config.concurrency, seeds=seeds)
             politeness = Politeness(
                 config.politeness,
                 robots=None if config.fetch.respect_robots else ALLOW_ALL,
                 robots_attempts=config.fetch.max_attempts,
                 backoff=config.fetch.backoff,
+                address_of=fetcher.address_of,
             )
             budgets = Budgets(config.scope.max_urls_per_host, config.scope.max_urls_per_template)
             self.frontier = frontier = await self._open_frontier(db, crawl_id, politeness, budgets)
@@ -163,11 +165,7 @@ class Crawler:
                 await frontier.add(
                     [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
                 )
-                async with (
-                    Fetcher(config.fetch, concurrency=config.concurrency, seeds=seeds) as fetcher,
-                    self._page_fetcher(fetcher, politeness) as pages,
-                ):
-                    politeness.address_of = fetcher.address_of
+                async with fetcher, self._page_fetcher(fetcher, politeness) as pages:
                     handler = PageHandler(
                         config,
                         scope,

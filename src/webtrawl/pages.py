@@ -13,7 +13,6 @@ from collections import deque
 from .config import CrawlConfig
 from .errors import InvalidURL
 from .fetch.page import PageFetcher, Rendering
-from .fetch.politeness import Politeness
 from .fetch.robots import tag_directives
 from .media.resolvers import Page as MediaPage
 from .media.resolvers import Registry
@@ -22,6 +21,7 @@ from .models import Capture, Completion, Entry, FetchOutcome, Link, NewURL, Pars
 from .parse.decode import decompress, sniff_charset, to_text
 from .parse.guarded import GuardedParser, ParseTimeout
 from .parse.simhash import hamming, simhash
+from .politeness import Politeness
 from .results import PageResult, retry_or_fail
 from .revisits import next_interval
 from .scope import Scope, SharedHosts

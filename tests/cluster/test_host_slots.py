@@ -24,7 +24,7 @@ from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
-from webtrawl.fetch.politeness import Politeness
+from webtrawl.politeness import Politeness
 from webtrawl.urls import origin
 
 PAGES = 600

@@ -16,9 +16,9 @@ from webtrawl.cluster.leases import Leases, read_partitions
 from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
-from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
 from webtrawl.models import Completion, NewURL
+from webtrawl.politeness import Politeness
 from webtrawl.urls import fingerprint, origin
 
 KEYS = Keys("lease-test")

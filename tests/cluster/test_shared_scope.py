@@ -36,8 +36,8 @@ from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.scopehosts import SharedScope
 from webtrawl.config import CrawlConfig, PolitenessConfig, ScopeConfig
 from webtrawl.errors import CrawlGone
-from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
+from webtrawl.politeness import Politeness
 from webtrawl.scope import Scope
 from webtrawl.urls import host_key
 

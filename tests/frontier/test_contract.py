@@ -28,12 +28,12 @@ from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
-from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
 from webtrawl.frontier.base import Frontier
 from webtrawl.frontier.budgets import Budgets
 from webtrawl.frontier.sqlite import SqliteFrontier
 from webtrawl.models import Capture, Completion, Entry, NewURL
+from webtrawl.politeness import Politeness
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import Database
 from webtrawl.store.index import index_text

@@ -18,9 +18,9 @@ from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import CrawlConfig, PolitenessConfig
 from webtrawl.errors import CrawlGone
-from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL
 from webtrawl.models import Entry, NewURL, Previous, State
+from webtrawl.politeness import Politeness
 from webtrawl.urls import fingerprint, origin
 
 

@@ -16,8 +16,8 @@ from aiohttp.test_utils import TestServer
 from webtrawl.config import CrawlConfig, RenderConfig
 from webtrawl.fetch.fetcher import Fetcher
 from webtrawl.fetch.page import HttpPages, PageFetcher
-from webtrawl.fetch.politeness import Politeness
 from webtrawl.fetch.robots import ALLOW_ALL, RobotsRules
+from webtrawl.politeness import Politeness
 from webtrawl.render.renderer import Renderer
 from webtrawl.stats import Stats
 

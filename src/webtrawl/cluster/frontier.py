@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..fetch.politeness import Politeness
 from ..frontier.hosts import HostQueue
 from ..frontier.importance import SEED_CASH, already_seen, shares
 from ..frontier.seen import SeenCache
 from ..models import Completion, Entry, FrontierCounts, NewURL, Previous, Revisit, State
+from ..politeness import Politeness
 from ..urls import partition_of, template
 from .bloom import fp_bytes
 from .entries import decode_entry, encode_entry
@@ -131,11 +131,12 @@ class RedisFrontier:
         self.paused = False
         self.finished = False
         """Set when the coordinator declared the crawl over (nothing waiting or running anywhere)."""
-        politeness.on_ready = self._host_ready
 
-    def _host_ready(self, host: str) -> None:
-        for host_id in self._ids_of_host.get(host, ()):
-            self._hosts.wake(host_id)
+    def _wake_ready(self) -> None:
+        """Wake the parked hosts politeness says may be ready now (a request ended, robots.txt arrived)."""
+        for host in self._politeness.take_ready():
+            for host_id in self._ids_of_host.get(host, ()):
+                self._hosts.wake(host_id)
 
     def _host_id(self, host: str, partition: int) -> int:
         host_id = self._host_ids.get((host, partition))
@@ -297,6 +298,7 @@ class RedisFrontier:
             await self._refresh(usable)
         if self._backlog > MAX_BACKLOG:
             return []
+        self._wake_ready()
         now = time.time()
         for p in [p for p, at in self._retry_at.items() if at <= now and p in usable]:
             del self._retry_at[p]  # the claim script puts due retries back in their hosts' queues
@@ -480,6 +482,7 @@ class RedisFrontier:
             # Nothing may be claimed before the next refresh (or heartbeat): waiting less would spin.
             return max(0.05, REFRESH_EVERY - (time.monotonic() - self._refreshed))
         waits = [REFRESH_EVERY]
+        self._wake_ready()
         if self._hosts.awake:
             return 0.0
         if (at := self._hosts.next_wake()) is not None:

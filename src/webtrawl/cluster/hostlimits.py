@@ -20,9 +20,9 @@ from typing import Any
 
 from ..config import PolitenessConfig
 from ..fetch.fetcher import Fetcher
-from ..fetch.politeness import Politeness
 from ..fetch.robots import RobotsRules, RobotsSource, fetch_robots_source
 from ..frontier.hosts import HostQueue
+from ..politeness import Politeness
 from .keys import Keys
 from .redisconn import persist
 from .scripts import Scripts
@@ -44,9 +44,6 @@ class SharedHostLimits:
         self._held: dict[str, list[bytes]] = defaultdict(list)
         """Host → the slots this node holds; the heartbeat thread renews them (under `_lock`)."""
         self._lock = threading.Lock()
-        self._ended: set[str] = set()
-        """Hosts with a request ended since the slots were last settled."""
-        politeness.on_release = self._ended.add
 
     async def cut(self, plan: dict[int, list[tuple[int, int]]], names: Mapping[int, str], hosts: HostQueue,
                   mono: float) -> None:  # fmt: skip
@@ -75,10 +72,11 @@ class SharedHostLimits:
             plan[p] = kept
 
     async def settle(self) -> None:
-        """Give back the slots of requests that ended: a host holds no more than it has running here."""
-        ended = list(self._ended)  # the set itself stays: politeness adds to it
-        self._ended.clear()
-        for host in ended:
+        """Give back the slots of requests that ended: a host holds no more than it has running here (the
+        hosts held are few: at most one per request in flight)."""
+        with self._lock:
+            held = list(self._held)
+        for host in held:
             excess = self.held(host) - self._politeness.active(host)
             if excess > 0:
                 await self.give(host, excess)

@@ -26,10 +26,10 @@ from ..config import CrawlConfig
 from ..crawler import Crawler
 from ..errors import CrawlGone
 from ..fetch.fetcher import Fetcher
-from ..fetch.politeness import Politeness
 from ..fetch.robots import RobotsRules
 from ..frontier.base import Frontier
 from ..frontier.budgets import Budgets
+from ..politeness import Politeness
 from ..scope import Scope
 from ..stats import CrawlReport
 from ..store.db import Database, transaction

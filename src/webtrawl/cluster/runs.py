@@ -14,9 +14,9 @@ from typing import Any
 
 from ..config import CrawlConfig
 from ..errors import ConfigError
-from ..fetch.politeness import Politeness
 from ..interrupts import Interrupts
 from ..models import NewURL
+from ..politeness import Politeness
 from ..stats import CrawlReport
 from ..store.crawls import open_crawl
 from ..store.db import DB_NAME, Database, DirectoryLock, prepare_directory, transaction

@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, FrontierCounts, NewURL, State
 from ..parse.simhash import NEAR_DISTANCE
+from ..politeness import Politeness
 from ..store.batches import Completed, record_batch, record_drops
 from ..store.db import Database, transaction
 from ..store.schedule import ENTRY, entry_of, requeue_due
@@ -106,17 +106,18 @@ class SqliteFrontier:
         heads, retries, done, seq = await db.run(frontier._load, now)
         frontier._hosts = HostQueue(heads)
         frontier._retry_at, frontier._done, frontier._seq = retries, done, seq
-        politeness.on_ready = frontier._host_ready
         return frontier
 
     def _requeue_due(self, conn: sqlite3.Connection, now: float) -> int:
         with transaction(conn):
             return requeue_due(conn, self._crawl, now)
 
-    def _host_ready(self, host: str) -> None:
-        host_id = self._host_ids.get(host)
-        if host_id is not None:
-            self._hosts.wake(host_id)
+    def _wake_ready(self) -> None:
+        """Wake the parked hosts politeness says may be ready now (a request ended, robots.txt arrived)."""
+        for host in self._politeness.take_ready():
+            host_id = self._host_ids.get(host)
+            if host_id is not None:
+                self._hosts.wake(host_id)
 
     def _load(self, conn: sqlite3.Connection, now: float) -> tuple[dict[int, int], dict[int, float], int, int]:
         crawl = self._crawl
@@ -249,6 +250,7 @@ class SqliteFrontier:
         now, mono = time.time(), time.monotonic()
         if self._retry_at:
             await self._wake_retries(now)
+        self._wake_ready()
         politeness, names, hosts = self._politeness, self._host_names, self._hosts
         if n <= 0:
             return []
@@ -436,6 +438,7 @@ class SqliteFrontier:
         return not self._hosts and not self._retry_at and self._running == 0
 
     def next_wakeup(self) -> float | None:
+        self._wake_ready()
         if not self._hosts and not self._retry_at:
             return None
         if self._hosts.awake:

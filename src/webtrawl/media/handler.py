@@ -25,10 +25,10 @@ import mutagen
 from ..config import CrawlConfig
 from ..fetch.fetcher import Fetcher
 from ..fetch.page import PageFetcher, Sniffed
-from ..fetch.politeness import Politeness
 from ..models import Completion, Entry, MediaFile
 from ..parse.decode import decompress
 from ..parse.media import media_kind
+from ..politeness import Politeness
 from ..results import PageResult, retry_or_fail
 from ..stats import Stats
 from ..store.db import Database

@@ -32,11 +32,11 @@ from ..config import CrawlConfig
 from ..errors import InvalidURL
 from ..fetch.fetcher import Fetcher
 from ..fetch.page import PageFetch, Rendering
-from ..fetch.politeness import Politeness
 from ..fetch.robots import ALLOW_ALL, RobotsRules
 from ..models import FetchOutcome, Link
 from ..parse.decode import decompress, sniff_charset, to_text
 from ..parse.html import MAX_TEXT
+from ..politeness import Politeness
 from ..stats import Stats
 from ..urls import normalize, origin
 from .auto import looks_scripted

@@ -22,8 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config import PolitenessConfig
-from .robots import RobotsRules
+from .config import PolitenessConfig
+from .fetch.robots import RobotsRules
 
 IP_RECHECK = 0.05
 """Seconds after which a host held back only by its address's limit is asked again."""
@@ -64,10 +64,12 @@ class Politeness:
         robots_attempts: int = 4,
         backoff: float = 1.0,
         max_hosts: int = MAX_HOSTS,
+        address_of: Callable[[str], str | None] | None = None,
     ) -> None:
         """`robots`, when given, applies to every host without fetching robots.txt (--ignore-robots).
 
         `robots_attempts` and `backoff` bound how often an unreachable robots.txt is asked again.
+        `address_of` is where per-IP limits learn a host's address before its first response (the DNS cache).
         """
         self._config = config
         self._fixed_rules = robots
@@ -79,13 +81,9 @@ class Politeness:
         self.robots_wanted: dict[str, None] = {}
         """Hosts with URLs waiting whose robots.txt is wanted now, oldest first: the crawler takes them out
         and fetches their robots.txt (a queue, so taking one costs nothing however many wait)."""
-        self.address_of: Callable[[str], str | None] | None = None
-        """Where per-IP limits learn a host's address before its first response (the DNS cache)."""
-        self.on_ready: Callable[[str], None] | None = None
-        self.on_release: Callable[[str], None] | None = None
-        """Told when a slot of a host was given back (a request ended or was cancelled)."""
-        """Told when a host may have become ready (a request ended, robots.txt arrived): the frontier
-        parks hosts that are not ready and wakes them on this."""
+        self._address_of = address_of
+        self._readied: dict[str, None] = {}
+        """Hosts that may have become ready (a request ended, robots.txt arrived) since `take_ready`."""
 
     def _slot(self, host: str) -> HostSlot:
         slot = self._hosts.get(host)
@@ -122,8 +120,8 @@ class Politeness:
             return 0
         free = self._config.per_host - slot.active
         if self._config.per_ip is not None:
-            if slot.ip is None and self.address_of is not None:
-                slot.ip = self.address_of(host)
+            if slot.ip is None and self._address_of is not None:
+                slot.ip = self._address_of(host)
             if slot.ip is not None:
                 free = min(free, self._config.per_ip - self._ip_active.get(slot.ip, 0))
         if free <= 0:
@@ -132,7 +130,7 @@ class Politeness:
         return 1 if slot.delay > 0 else free
 
     def wait(self, host: str, now: float) -> float | None:
-        """For a host with no free slot now: when to ask again, or None to wait for `on_ready`."""
+        """For a host with no free slot now: when to ask again, or None to wait until `take_ready` names it."""
         slot = self._slot(host)
         if slot.rules is None:
             return slot.robots_after if now < slot.robots_after else None
@@ -142,9 +140,13 @@ class Politeness:
             return None
         return now + IP_RECHECK  # held back by its address's limit: other hosts' requests must end first
 
-    def _ready(self, host: str) -> None:
-        if self.on_ready is not None:
-            self.on_ready(host)
+    def take_ready(self) -> list[str]:
+        """The hosts that may have become ready since the last call, oldest first. The frontier parks hosts
+        that are not ready and wakes these before it hands URLs out (a queue it drains, rather than a
+        callback into it: politeness is built before the frontier that reads it)."""
+        hosts = list(self._readied)
+        self._readied.clear()
+        return hosts
 
     def next_start(self, host: str) -> float:
         """Monotonic time at which `host` may next start a request (if it has a free slot then)."""
@@ -177,9 +179,7 @@ class Politeness:
         self._leave(slot)
         if ip is not None and slot.ip_held == 0:  # an address changes only between counted requests
             slot.ip = ip
-        if self.on_release is not None:
-            self.on_release(host)
-        self._ready(host)
+        self._readied[host] = None
         config = self._config
         if not config.adaptive or elapsed is None:
             return
@@ -195,9 +195,7 @@ class Politeness:
         slot = self._slot(host)
         self._leave(slot)
         slot.next_start = slot.previous_start
-        if self.on_release is not None:
-            self.on_release(host)
-        self._ready(host)
+        self._readied[host] = None
 
     def _leave(self, slot: HostSlot) -> None:
         slot.active -= 1
@@ -229,7 +227,7 @@ class Politeness:
         try:
             self._set_rules(host, rules)
         finally:
-            self._ready(host)
+            self._readied[host] = None
 
     def _set_rules(self, host: str, rules: RobotsRules) -> None:
         slot = self._slot(host)

@@ -20,16 +20,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidURL
-from ..models import FetchOutcome, NewURL
-from ..parse.sitemap import SitemapError, decoded_chunks, parse_sitemap
-from ..urls import fingerprint, normalize, origin
+from .errors import InvalidURL
+from .models import FetchOutcome, NewURL
+from .parse.sitemap import SitemapError, decoded_chunks, parse_sitemap
+from .urls import fingerprint, normalize, origin
 
 if TYPE_CHECKING:
-    from ..scope import Scope
-    from .fetcher import Fetcher
+    from .fetch.fetcher import Fetcher
+    from .fetch.robots import RobotsRules
     from .politeness import Politeness
-    from .robots import RobotsRules
+    from .scope import Scope
 
 log = logging.getLogger(__name__)
 
