@@ -24,9 +24,10 @@ import click
 from redis.exceptions import RedisError
 
 from . import __version__
+from .cluster.events import Event
 from .cluster.frontier import Layout
 from .cluster.runs import run_coordinator, run_worker
-from .cluster.status import OBEY_WAIT, crawl_status, print_nodes, print_status
+from .cluster.status import OBEY_WAIT, crawl_status
 from .cluster.status import OBEYED as DISTRIBUTED_OBEYED
 from .cluster.status import control as distributed_control
 from .config import CrawlConfig
@@ -34,7 +35,7 @@ from .crawler import Crawler
 from .errors import ConfigError, InvalidURL, StoreError
 from .flags import build_config, crawl_options, layout_of
 from .interrupts import Interrupts, interruptible
-from .progress import Progress, print_report, report_line
+from .progress import Progress, describe, print_nodes, print_report, print_status, report_line
 from .stats import CrawlReport
 from .store.crawls import DEFAULT_NAME, crawl_id_of, crawl_name
 from .store.db import DB_NAME, DirectoryLock, connect
@@ -151,8 +152,12 @@ async def _embedded_pass(config: CrawlConfig, quiet: bool, interrupts: Interrupt
 async def _coordinator_pass(
     config: CrawlConfig, redis_url: str, layout: Layout, fetch: bool, quiet: bool, interrupts: Interrupts
 ) -> tuple[CrawlReport, Nodes]:
-    say = None if quiet else _say
-    return await run_coordinator(config, redis_url, layout, fetch=fetch, say=say, interrupts=interrupts)
+    def on_event(event: Event) -> None:
+        _say(describe(event))
+
+    return await run_coordinator(
+        config, redis_url, layout, fetch=fetch, on_event=None if quiet else on_event, interrupts=interrupts
+    )
 
 
 def _dashboard_beside(

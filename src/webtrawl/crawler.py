@@ -23,35 +23,33 @@ from typing import TypeVar
 
 from . import __version__
 from .archiving import COMMIT_BATCH, archive, batches
+from .backend import Alone, Backend
 from .config import CrawlConfig
 from .cpu import StageClocks, current_thread
 from .errors import StoreError
 from .faults import crash_point
 from .fetch.fetcher import Fetcher
 from .fetch.page import HttpPages, PageFetcher
-from .fetch.robots import ALLOW_ALL, RobotsRules, fetch_robots
+from .fetch.robots import ALLOW_ALL
 from .frontier.base import Frontier
 from .frontier.budgets import Budgets
-from .frontier.sqlite import SqliteFrontier
 from .media.handler import MediaHandler
 from .media.resolvers import Registry
 from .media.sniffed import Sniffs
-from .models import Entry, FrontierCounts, NewURL
+from .models import Entry, FrontierCounts
 from .pages import PageHandler
 from .politeness import Politeness
 from .results import PageResult
 from .scope import Scope, SharedHosts
 from .sitemaps import Sitemaps
 from .stats import CrawlReport, Stats
-from .store.crawls import committed_warcs, open_crawl
-from .store.db import DB_NAME, Database, DirectoryLock, prepare_directory
-from .store.fingerprints import StoredTwins, Twins
-from .store.index import INDEX_CHUNK, drop_counts, failure_counts, index_text, status_counts
+from .store.crawls import committed_warcs
+from .store.db import Database
+from .store.index import INDEX_CHUNK, index_text
 from .store.live import clear_control, publish, snapshot, wal_size
-from .store.media import media_counts
 from .store.mirror import Mirror
+from .store.opened import OpenedCrawl, open_crawl_directory, outcome_counts
 from .store.warc import WarcWriter
-from .urls import NORMALIZATION_VERSION, fingerprint, normalize_seeds, origin
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,8 +73,10 @@ are refreshed less often than the snapshot)."""
 class Crawler:
     """One run of a crawl; `await Crawler(config).run()` returns its report."""
 
-    def __init__(self, config: CrawlConfig) -> None:
+    def __init__(self, config: CrawlConfig, backend: Backend | None = None) -> None:
+        """`backend`: where the crawl's state lives; by default the crawl directory alone (`backend.Alone`)."""
         self.config = config
+        self.backend = backend or Alone(config)
         self.stats = Stats()
         self._stopping = False
         self._stop_outcome = "interrupted"
@@ -85,12 +85,6 @@ class Crawler:
         self._claimed_nothing = False
         self._archive_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webtrawl-archive")
         self.frontier: Frontier | None = None
-        self.warc_prefix = config.name
-        """WARC file names start with it (a node of a distributed crawl adds its id)."""
-        self.db_name = DB_NAME
-        """The database file in the crawl directory (a node of a distributed crawl keeps its own)."""
-        self.warc_family: str | None = None
-        """A regex of the WARC prefixes earlier runs in this directory wrote with (see `WarcWriter`)."""
 
     def stop(self, outcome: str = "interrupted") -> None:
         """Stop handing out URLs; in-flight fetches finish (for a few seconds at most) and are committed.
@@ -110,111 +104,96 @@ class Crawler:
         self._paused = False
         self._wake.set()
 
+    def wake(self) -> None:
+        """Look at the frontier again now: something outside the loop changed what it may hand out."""
+        self._wake.set()
+
     @property
     def state(self) -> str:
         """What the live snapshot says the crawl is doing: running, paused or stopping."""
         return "stopping" if self._stopping else "paused" if self._paused else "running"
 
     async def run(self) -> CrawlReport:
-        config = self.config
-        seeds = normalize_seeds(config.seeds)
-        clocks = StageClocks()
-        out = prepare_directory(config.out)
-        lock = DirectoryLock(out)
-        lock.acquire()
-        db = Database(out / self.db_name)
         try:
-            await db.open()
-            clocks.database, clocks.archive = (
-                await db.run(current_thread),
-                await self._on_archive_thread(current_thread),
-            )
-            identity = config.identity(seeds, NORMALIZATION_VERSION)
-            crawl_id, extra_hosts = await db.run(open_crawl, config.name, identity)
-            await db.run(clear_control, crawl_id)  # a new run runs, whatever the last one was told
-            # Built even without --media: media tasks an earlier run queued are still collected on resume.
-            registry = Registry(config.media.resolvers, config.media.kinds)
-            sniffs = Sniffs()
-            scope = Scope(config.scope, seeds)
-            for host in extra_hosts:
-                scope.add_host(host)
-            fetcher = Fetcher(config.fetch, concurrency=config.concurrency, seeds=seeds)
-            politeness = Politeness(
-                config.politeness,
-                robots=None if config.fetch.respect_robots else ALLOW_ALL,
-                robots_attempts=config.fetch.max_attempts,
-                backoff=config.fetch.backoff,
-                address_of=fetcher.address_of,
-            )
-            budgets = Budgets(config.scope.max_urls_per_host, config.scope.max_urls_per_template)
-            self.frontier = frontier = await self._open_frontier(db, crawl_id, politeness, budgets)
-            shared = await self._shared_hosts(scope)
-            committed = await db.run(committed_warcs, crawl_id)
-            warc = await self._on_archive_thread(
-                lambda: WarcWriter(
-                    out / "warc",
-                    prefix=self.warc_prefix,
-                    max_size=config.warc_size,
-                    software=f"webtrawl/{__version__}",
-                    committed=committed,
-                    family=self.warc_family,
-                )
-            )
-            mirror = Mirror(out / "mirror") if config.mirror else None
-            try:
-                await frontier.add(
-                    [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
-                )
-                async with fetcher, self._page_fetcher(fetcher, politeness) as pages:
-                    handler = PageHandler(
-                        config,
-                        scope,
-                        pages,
-                        politeness,
-                        db,
-                        self.stats,
-                        media=registry if config.media.kinds else None,
-                        sniffs=sniffs,
-                        twins=self._twins(db, crawl_id),
-                        shared=shared,
-                    )
-                    media = MediaHandler(
-                        config, fetcher, politeness, db, crawl_id, registry, out, self.stats, sniffs=sniffs, pages=pages
-                    )
-                    try:
-                        outcome = await self._crawl(
-                            frontier, politeness, fetcher, handler, media, warc, mirror, crawl_id, shared
-                        )
-                    finally:
-                        handler.parser.close()
-            finally:
-                # After a storage failure (a full disk) these may fail too: the first error is the one to tell.
-                with _logged(StoreError):
-                    await frontier.close()
-                with _logged(StoreError):
-                    await self._on_archive_thread(warc.close)
-            self.stats.cpu_by_stage = clocks.split(self.stats.cpu)
-            report = await self._report(db, crawl_id, outcome)
-            with _logged(StoreError):  # the last snapshot holds the outcome, for dashboards that outlive the run
-                final = snapshot(outcome, self.stats, await frontier.counts())
-                await db.run(publish, crawl_id, final, checkpoint=False)
-            return report
+            async with open_crawl_directory(self.config, db_name=self.backend.db_name) as opened:
+                return await self._run(opened)
         finally:
-            await db.close()
             self._archive_thread.shutdown(wait=True)
-            lock.release()
 
-    async def _open_frontier(self, db: Database, crawl_id: int, politeness: Politeness, budgets: Budgets) -> Frontier:
-        config = self.config
-        return await SqliteFrontier.open(
-            db,
-            crawl_id,
-            politeness,
-            budgets=budgets,
-            importance=config.order == "importance",
-            recrawl=config.revisit.recrawl,
-            near_distance=config.near_distance,
+    async def _run(self, opened: OpenedCrawl) -> CrawlReport:
+        config, backend = self.config, self.backend
+        out, db, crawl_id, seeds = opened.out, opened.db, opened.crawl_id, opened.seeds
+        clocks = StageClocks()
+        clocks.database, clocks.archive = (
+            await db.run(current_thread),
+            await self._on_archive_thread(current_thread),
         )
+        await db.run(clear_control, crawl_id)  # a new run runs, whatever the last one was told
+        # Built even without --media: media tasks an earlier run queued are still collected on resume.
+        registry = Registry(config.media.resolvers, config.media.kinds)
+        sniffs = Sniffs()
+        scope = Scope(config.scope, seeds)
+        for host in opened.gained_hosts:
+            scope.add_host(host)
+        fetcher = Fetcher(config.fetch, concurrency=config.concurrency, seeds=seeds)
+        politeness = Politeness(
+            config.politeness,
+            robots=None if config.fetch.respect_robots else ALLOW_ALL,
+            robots_attempts=config.fetch.max_attempts,
+            backoff=config.fetch.backoff,
+            address_of=fetcher.address_of,
+        )
+        budgets = Budgets(config.scope.max_urls_per_host, config.scope.max_urls_per_template)
+        self.frontier = frontier = await backend.open_frontier(self, db, crawl_id, politeness, budgets)
+        shared = await backend.shared_hosts(scope, frontier)
+        committed = await db.run(committed_warcs, crawl_id)
+        warc = await self._on_archive_thread(
+            lambda: WarcWriter(
+                out / "warc",
+                prefix=backend.warc_prefix,
+                max_size=config.warc_size,
+                software=f"webtrawl/{__version__}",
+                committed=committed,
+                family=backend.warc_family,
+            )
+        )
+        mirror = Mirror(out / "mirror") if config.mirror else None
+        try:
+            await frontier.add(opened.seed_urls())
+            async with fetcher, self._page_fetcher(fetcher, politeness) as pages:
+                handler = PageHandler(
+                    config,
+                    scope,
+                    pages,
+                    politeness,
+                    db,
+                    self.stats,
+                    media=registry if config.media.kinds else None,
+                    sniffs=sniffs,
+                    twins=backend.twins(db, crawl_id),
+                    shared=shared,
+                )
+                media = MediaHandler(
+                    config, fetcher, politeness, db, crawl_id, registry, out, self.stats, sniffs=sniffs, pages=pages
+                )
+                try:
+                    outcome = await self._crawl(
+                        frontier, politeness, fetcher, handler, media, warc, mirror, crawl_id, shared
+                    )
+                finally:
+                    handler.parser.close()
+        finally:
+            # After a storage failure (a full disk) these may fail too: the first error is the one to tell.
+            with _logged(StoreError):
+                await frontier.close()
+            with _logged(StoreError):
+                await self._on_archive_thread(warc.close)
+        self.stats.cpu_by_stage = clocks.split(self.stats.cpu)
+        report = await self._report(db, crawl_id, outcome)
+        with _logged(StoreError):  # the last snapshot holds the outcome, for dashboards that outlive the run
+            final = snapshot(outcome, self.stats, await frontier.counts())
+            await db.run(publish, crawl_id, final, checkpoint=False)
+        return report
 
     @contextlib.asynccontextmanager
     async def _page_fetcher(self, fetcher: Fetcher, politeness: Politeness) -> AsyncIterator[PageFetcher]:
@@ -224,21 +203,9 @@ class Crawler:
             return
         from .render.renderer import Renderer
 
-        robots = functools.partial(self._robots_rules, fetcher)
+        robots = functools.partial(self.backend.robots_rules, fetcher)
         async with Renderer(self.config, fetcher, politeness, self.stats, robots) as renderer:
             yield renderer
-
-    async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
-        return await fetch_robots(fetcher, host, self.config.fetch.user_agent)
-
-    async def _shared_hosts(self, scope: Scope) -> SharedHosts | None:
-        """Where the processes of the crawl share the hosts its scope gains: nowhere here, where one process
-        crawls and the store gives it every host earlier runs gained."""
-        return None
-
-    def _twins(self, db: Database, crawl_id: int) -> Twins:
-        """Where `--skip-near-duplicates` finds earlier pages: this crawl's store."""
-        return StoredTwins(db, crawl_id)
 
     async def _crawl(
         self,
@@ -283,7 +250,7 @@ class Crawler:
             try:
                 politeness.reserve(host)
                 try:
-                    rules = await self._robots_rules(fetcher, host)
+                    rules = await self.backend.robots_rules(fetcher, host)
                 finally:
                     politeness.release(host)
                 if sitemaps is not None and politeness.rules(host) is None:
@@ -463,10 +430,6 @@ class Crawler:
     async def _report(self, db: Database, crawl_id: int, outcome: str) -> CrawlReport:
         assert self.frontier is not None
         counts = await self.frontier.counts()
-        statuses = await db.run(status_counts, crawl_id)
-        failures = await db.run(failure_counts, crawl_id)
-        drops = await db.run(drop_counts, crawl_id)
-        media = await db.run(media_counts, crawl_id)
         return CrawlReport(
             name=self.config.name,
             outcome=outcome,
@@ -476,11 +439,8 @@ class Crawler:
             done_total=counts.done,
             failed_total=counts.failed,
             waiting=counts.waiting,
-            statuses=statuses,
-            failures=failures,
-            drops=drops,
-            media=media if any(media.values()) else {},
             render=self.stats.render_counts() if self.config.render.enabled else {},
+            **await db.run(outcome_counts, crawl_id),
         )
 
 

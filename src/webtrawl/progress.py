@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from .cluster.events import Event, Gathering, LeaseHeld, Requeued, Restored
 from .crawler import Crawler
 from .models import FrontierCounts
 from .stats import CrawlReport
@@ -159,3 +161,62 @@ def print_report(report: CrawlReport, console: Console | None = None) -> None:
             for key, value in counts.items():
                 table.add_row(str(key), f"{value:,}")
             console.print(table)
+
+
+def describe(event: Event) -> str:
+    """A coordinator's event as one line of the terminal."""
+    match event:
+        case LeaseHeld(name):
+            return f"crawl {name!r} has a coordinator lease: waiting for it to expire (it may have died)"
+        case Restored(name, urls):
+            return f"{name}: the crawl was new in Redis: {urls:,} URL(s) restored from this directory's index"
+        case Requeued(name, urls):
+            return f"{name}: {urls:,} URL(s) due for a revisit went back to their partitions"
+        case Gathering():
+            lines = [
+                f"{event.name}: {event.gathered:,} results gathered, {event.waiting:,} waiting, "
+                f"{event.running:,} running, {event.backlog:,} to gather; {len(event.nodes)} node(s)"
+            ]
+            for node, info in sorted(event.nodes.items()):
+                lines.append(
+                    f"  {node} {info.get('state', '?'):8} {info.get('pages', 0):>8,} pages "
+                    f"{info.get('pages_per_s', 0):>7.1f}/s  {info.get('in_flight', 0):>3} in flight  "
+                    f"{len(info.get('partitions', [])):>3} partitions"
+                )
+            return "\n".join(lines)
+
+
+def print_nodes(reports: dict[str, dict[str, Any]]) -> None:
+    """The final per-node table."""
+    if not reports:
+        return
+    print(f"{'node':8} {'host':16} {'pages':>8} {'bytes':>12} {'seconds':>8} {'pages/s':>8}")
+    for node, r in sorted(reports.items()):
+        print(
+            f"{node:8} {str(r.get('host', ''))[:16]:16} {r.get('pages', 0):>8,} {r.get('bytes', 0):>12,} "
+            f"{r.get('elapsed', 0):>8.1f} {r.get('pages_per_s', 0):>8.1f}"
+        )
+
+
+def print_status(status: dict[str, Any]) -> None:
+    """What `webtrawl status --redis` prints: the crawl's counts, its nodes and its dedup filters."""
+    print(f"crawl {status['name']!r} ({status['control']})")
+    for label, count in status["counts"].items():
+        print(f"  {label:10} {count:>10,}")
+    print(
+        f"  {'node':8} {'host':16} {'pid':>7} {'state':9} {'parts':>5} {'pages':>8} {'pages/s':>8} "
+        f"{'in flight':>9} {'heartbeat':>10}"
+    )
+    for node, info in status["nodes"].items():
+        print(
+            f"  {node:8} {str(info.get('host', ''))[:16]:16} {info.get('pid', 0):>7} {info.get('state', '?'):9} "
+            f"{len(info.get('partitions', [])):>5} {info.get('pages', 0):>8,} {info.get('pages_per_s', 0):>8.1f} "
+            f"{info.get('in_flight', 0):>9} {info['heartbeat_age']:>8.1f} s"
+        )
+    bloom = status["bloom"]
+    if status["dedup"] == "bloom":
+        print(
+            f"  Bloom filters: {bloom['urls']:,} URLs in {bloom['bytes']:,} bytes, "
+            f"fullest {bloom['fill']:.1%} set; "
+            f"estimated URLs lost to false positives: {bloom['estimated_false_drops']:.1f}"
+        )

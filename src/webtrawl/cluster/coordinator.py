@@ -41,6 +41,7 @@ from ..store.db import Database
 from ..store.index import index_text
 from ..store.ingest import ingest, ingest_drops
 from ..urls import NORMALIZATION_VERSION
+from .events import Event, LeaseHeld
 from .frontier import Layout
 from .keys import Keys
 from .leases import PARTITION_FIELDS
@@ -180,7 +181,7 @@ class CoordinatorLease:
         self._ttl = int(ttl * 1000)
         self.token = uuid.uuid4().hex
 
-    async def acquire(self, say: Callable[[str], None] | None = None) -> None:
+    async def acquire(self, on_event: Callable[[Event], None] | None = None) -> None:
         """Take the lease; if another coordinator holds it, wait one TTL (it may have died) before refusing."""
         deadline = time.monotonic() + self._ttl / 1000 + 1
         while not await self._client.set(self._keys.coordinator, self.token, nx=True, px=self._ttl):
@@ -188,9 +189,9 @@ class CoordinatorLease:
                 raise ConfigError(
                     f"crawl {self._keys.name!r} already has a running coordinator; join it with `webtrawl worker`"
                 )
-            if say is not None:
-                say(f"crawl {self._keys.name!r} has a coordinator lease: waiting for it to expire (it may have died)")
-                say = None
+            if on_event is not None:
+                on_event(LeaseHeld(self._keys.name))
+                on_event = None
             await asyncio.sleep(0.5)
 
     async def renew(self) -> bool:

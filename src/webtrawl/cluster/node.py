@@ -1,8 +1,10 @@
 """One node of a distributed crawl: the embedded engine over the Redis frontier, plus a heartbeat thread.
 
-The engine (`crawler.Crawler`) is unchanged: only its frontier differs. The node's own directory keeps its
-WARC files and a small `node.db` holding their committed ends (so a restarted node cuts its files back as
-an embedded crawl does); results travel to the coordinator through the partitions' streams.
+The engine (`crawler.Crawler`) is the embedded one, handed the node as its backend (`backend.Backend`): a
+Redis frontier, near-duplicates and gained hosts shared in Redis, robots.txt shared with --partition-by url.
+The node's own directory keeps its WARC files and a small `node.db` holding their committed ends (so a
+restarted node cuts its files back as an embedded crawl does); results travel to the coordinator through
+the partitions' streams.
 
 The heartbeat runs on a thread of its own with its own Redis connection, so a busy event loop can never
 make the node miss a renewal: every 2 s it renews the node's leases, publishes its stats, reads the
@@ -12,6 +14,7 @@ control key and balances partitions (`leases.Leases.balance`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -22,16 +25,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..backend import Engine
 from ..config import CrawlConfig
 from ..crawler import Crawler
 from ..errors import CrawlGone
 from ..fetch.fetcher import Fetcher
-from ..fetch.robots import RobotsRules
+from ..fetch.robots import RobotsRules, fetch_robots
 from ..frontier.base import Frontier
 from ..frontier.budgets import Budgets
 from ..politeness import Politeness
 from ..scope import Scope
-from ..stats import CrawlReport
+from ..stats import CrawlReport, Stats
 from ..store.db import Database, transaction
 from ..store.fingerprints import Twins
 from .coordinator import INCARNATION, present
@@ -174,8 +178,9 @@ class Heartbeat(threading.Thread):
             log.warning("could not release this node's partitions (%s); they pass on when their leases expire", exc)
 
 
-class NodeCrawler(Crawler):
-    """A crawl run as one node of a distributed crawl."""
+class Node:
+    """One node of a distributed crawl: the backend (`backend.Backend`) that puts the engine over Redis, and the
+    node's life around a run (registered, beating, reporting when it leaves)."""
 
     def __init__(
         self,
@@ -187,17 +192,18 @@ class NodeCrawler(Crawler):
         layout: Layout,
         node: str,
     ) -> None:
-        super().__init__(config)
         self.node = node
         self.warc_prefix = f"{config.name}-{node}"
-        self.warc_family = re.escape(config.name) + r"-node-\d+"
+        self.warc_family: str | None = re.escape(config.name) + r"-node-\d+"
         # The node's own state (its WARC files' committed ends) stays out of the index the coordinator
         # writes, which may be in the same directory: two writers on one file would wait for each other.
         self.db_name = NODE_DB
+        self._config = config
         self._client = client
         self._sync = sync_client
         self._keys = keys
         self._layout = layout
+        self.crawler = Crawler(config, self)
         self.leases = Leases(node, keys, layout.partitions, ttl=layout.lease_ttl)
         self.heartbeat: Heartbeat | None = None
         self._robots: SharedRobots | None = None
@@ -206,17 +212,20 @@ class NodeCrawler(Crawler):
         self._info = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
         self._last = (time.monotonic(), 0)
 
-    async def _open_frontier(self, db: Database, crawl_id: int, politeness: Politeness, budgets: Budgets) -> Frontier:
+    async def open_frontier(
+        self, engine: Engine, db: Database, crawl_id: int, politeness: Politeness, budgets: Budgets
+    ) -> Frontier:
         async def save_checkpoint(checkpoint: Mapping[str, int]) -> None:
             await db.run(_save_checkpoint, crawl_id, dict(checkpoint))
 
+        config = self._config
         limits = None
         if self._layout.partition_by == "url":
             # Renewed with the leases, and lasting as long: a dead node's slots come back when its leases do.
             ttl = self._layout.lease_ttl
-            limits = SharedHostLimits(self._client, self._keys, self.node, self.config.politeness, politeness, ttl=ttl)
+            limits = SharedHostLimits(self._client, self._keys, self.node, config.politeness, politeness, ttl=ttl)
             self._robots = SharedRobots(
-                self._client, self._keys, self.node, self.config.fetch.user_agent, ttl=self.config.politeness.robots_ttl
+                self._client, self._keys, self.node, config.fetch.user_agent, ttl=config.politeness.robots_ttl
             )
         frontier = RedisFrontier(
             self._client,
@@ -226,22 +235,22 @@ class NodeCrawler(Crawler):
             politeness,
             save_checkpoint=save_checkpoint,
             host_limits=limits,
-            importance=self.config.order == "importance",
+            importance=config.order == "importance",
         )
         loop = asyncio.get_running_loop()
 
         def on_control(command: str) -> None:
-            loop.call_soon_threadsafe(self._obey, frontier, command)
+            loop.call_soon_threadsafe(self._obey, engine, frontier, command)
 
         def on_gone() -> None:
-            loop.call_soon_threadsafe(self._lost)
+            loop.call_soon_threadsafe(self._lost, engine)
 
         self.heartbeat = Heartbeat(
             self._sync,
             self._keys,
             self.leases,
             self._layout,
-            stats=self.node_stats,
+            stats=functools.partial(self.node_stats, engine.stats),
             on_control=on_control,
             on_gone=on_gone,
             running_in=frontier.running_in,
@@ -251,59 +260,60 @@ class NodeCrawler(Crawler):
         self.heartbeat.start()
         return frontier
 
-    async def _shared_hosts(self, scope: Scope) -> SharedScope:
+    async def shared_hosts(self, scope: Scope, frontier: Frontier) -> SharedScope:
         """Hosts the crawl's scope gained on any node, in Redis (this node's own store knows none)."""
-        assert isinstance(self.frontier, RedisFrontier)
-        shared = SharedScope(self._client, self._keys, scope, self.frontier)
+        assert isinstance(frontier, RedisFrontier)
+        shared = SharedScope(self._client, self._keys, scope, frontier)
         await shared.learn(time.monotonic())
         return shared
 
-    def _twins(self, db: Database, crawl_id: int) -> Twins:
+    def twins(self, db: Database, crawl_id: int) -> Twins:
         """Earlier pages of every node: in Redis."""
         return RedisTwins(self._client, self._keys)
 
-    async def _robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
+    async def robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
         if self._robots is None:
-            return await super()._robots_rules(fetcher, host)
+            return await fetch_robots(fetcher, host, self._config.fetch.user_agent)
         return await self._robots.rules(fetcher, host)
 
-    def _obey(self, frontier: RedisFrontier, command: str) -> None:
+    def _obey(self, engine: Engine, frontier: RedisFrontier, command: str) -> None:
         frontier.paused = command == "pause"
         if command == "finished" and not frontier.finished:
             frontier.finished = True
-            self._wake.set()
-        elif command == "stop" and not self._stopping:
+            engine.wake()
+        elif command == "stop" and not self._told_to_stop:
             log.info("told to stop: in-flight fetches finish, then this node reports and leaves")
             self._told_to_stop = True
-            self.stop()
+            engine.stop()
         if self.heartbeat is not None:
             states = {"pause": "paused", "stop": "stopping", "idle": "idle"}
             self.heartbeat.state = states.get(command, "running")
 
-    def _lost(self) -> None:
+    def _lost(self, engine: Engine) -> None:
         log.error("crawl %r is no longer in Redis: this node stops", self._keys.name)
         self._gone = True
-        self.stop()
+        engine.stop()
 
-    def node_stats(self) -> dict[str, Any]:
+    def node_stats(self, stats: Stats) -> dict[str, Any]:
         """What the heartbeat publishes (read on the heartbeat thread: plain counters only)."""
-        now, pages = time.monotonic(), self.stats.pages
+        now, pages = time.monotonic(), stats.pages
         then, before = self._last
         self._last = (now, pages)
         return {
             **self._info,
             "pages": pages,
-            "bytes": self.stats.bytes,
-            "errors": self.stats.errors,
-            "in_flight": self.stats.fetching,
+            "bytes": stats.bytes,
+            "errors": stats.errors,
+            "in_flight": stats.fetching,
             "pages_per_s": round((pages - before) / (now - then), 2) if now > then else 0.0,
-            "elapsed": round(self.stats.elapsed, 1),
-            "render": self.stats.render_counts(),
+            "elapsed": round(stats.elapsed, 1),
+            "render": stats.render_counts(),
         }
 
     async def run(self) -> CrawlReport:
+        """Crawl as this node until the crawl ends or the node is stopped, then leave a final report."""
         try:
-            report = await super().run()
+            report = await self.crawler.run()
             if self._told_to_stop and report.outcome == "interrupted":
                 report.outcome = "stopped"  # by the crawl's control key, not by this process's signal
         except CrawlGone:  # a partition refused a call: there is nothing left to give back in Redis

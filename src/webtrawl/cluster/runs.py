@@ -15,20 +15,18 @@ from typing import Any
 from ..config import CrawlConfig
 from ..errors import ConfigError
 from ..interrupts import Interrupts
-from ..models import NewURL
 from ..politeness import Politeness
 from ..stats import CrawlReport
-from ..store.crawls import open_crawl
-from ..store.db import DB_NAME, Database, DirectoryLock, prepare_directory, transaction
-from ..store.index import drop_counts, failure_counts, status_counts
+from ..store.db import Database, transaction
 from ..store.ingest import settle_unreached
+from ..store.opened import open_crawl_directory, outcome_counts
 from ..store.schedule import due_revisits, mark_waiting
-from ..urls import NORMALIZATION_VERSION, fingerprint, normalize, origin
 from .coordinator import CoordinatorLease, Gatherer, check_present, create_or_join, load_crawl, scan, watch_for_end
+from .events import Event, Gathering, Requeued, Restored
 from .frontier import Layout, RedisFrontier
 from .keys import Keys
 from .leases import Leases
-from .node import HEARTBEAT, NodeCrawler, live_nodes, register
+from .node import HEARTBEAT, Node, live_nodes, register
 from .redisconn import cancel, open_clients, persist, pipelined
 from .restore import restore_if_due
 from .status import all_nodes
@@ -45,7 +43,7 @@ async def run_coordinator(
     layout: Layout,
     *,
     fetch: bool = True,
-    say: Callable[[str], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     interrupts: Interrupts | None = None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
     """Create or rejoin the crawl, crawl as a node (unless `fetch` is off), gather results until it ends.
@@ -61,11 +59,11 @@ async def run_coordinator(
     keys = Keys(config.name)
     lease = CoordinatorLease(client, keys, layout.lease_ttl)
     try:
-        await lease.acquire(say)
+        await lease.acquire(on_event)
         try:
             config, layout = await create_or_join(client, keys, config, layout)
             return await _coordinate(
-                config, client, sync, keys, layout, lease, fetch=fetch, say=say, interrupts=interrupts
+                config, client, sync, keys, layout, lease, fetch=fetch, on_event=on_event, interrupts=interrupts
             )
         finally:
             await lease.release()
@@ -83,17 +81,12 @@ async def _coordinate(
     lease: CoordinatorLease,
     *,
     fetch: bool,
-    say: Callable[[str], None] | None,
+    on_event: Callable[[Event], None] | None,
     interrupts: Interrupts | None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
-    out = prepare_directory(config.out)
-    lock = None if fetch else DirectoryLock(out)
-    if lock is not None:
-        lock.acquire()
-    db = await Database(out / DB_NAME).open()
-    try:
-        seeds = [normalize(seed) for seed in config.seeds]
-        crawl_id, gained = await db.run(open_crawl, config.name, config.identity(seeds, NORMALIZATION_VERSION))
+    # With a node of its own, the node takes the directory's lock; the coordinator writes another file.
+    async with open_crawl_directory(config, lock=not fetch) as opened:
+        out, db, crawl_id, gained = opened.out, opened.db, opened.crawl_id, opened.gained_hosts
         gatherer = Gatherer(
             client,
             keys,
@@ -107,32 +100,30 @@ async def _coordinate(
         # Every node learns them from Redis: a crawl rebuilt there, or one an earlier webtrawl started, too.
         await frontier.widen_scope(gained)
         restored = await restore_if_due(client, keys, db, crawl_id, frontier)
-        if restored and say is not None:
-            say(f"{keys.name}: the crawl was new in Redis: {restored:,} URL(s) restored from this directory's index")
-        await frontier.add(
-            [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in seeds]
-        )
+        if restored and on_event is not None:
+            on_event(Restored(keys.name, restored))
+        await frontier.add(opened.seed_urls())
         if config.revisit.recrawl:
             # Results of the last pass come in first: what they change decides what is due.
             while await gatherer.round():
                 pass
             revisited = await _requeue_due(db, crawl_id, frontier)
-            if say is not None:
-                say(f"{keys.name}: {revisited:,} URL(s) due for a revisit went back to their partitions")
+            if on_event is not None:
+                on_event(Requeued(keys.name, revisited))
         before = await db.run(_last_capture)  # what the index gathers from here on is this run's
         # A new run: a crawl stopped (or over, or idle between passes) before runs again; reports are this run's.
         if await client.get(keys.control) in (b"stop", b"finished", b"idle"):
             await client.set(keys.control, "run")
         await client.delete(keys.report)
         node_task: asyncio.Task[CrawlReport] | None = None
-        crawler: NodeCrawler | None = None
+        node: Node | None = None
         outcome = "finished"
         interrupted = asyncio.Event()
         # A Ctrl-C from here on stops this process's node gracefully; before, it cancels the set-up.
         with interrupts.stopping(interrupted.set) if interrupts else contextlib.nullcontext():
             async with asyncio.TaskGroup() as tg:
                 if fetch:
-                    crawler = NodeCrawler(
+                    node = Node(
                         config,
                         client=client,
                         sync_client=sync,
@@ -140,27 +131,29 @@ async def _coordinate(
                         layout=layout,
                         node=await asyncio.to_thread(register, sync, keys),
                     )
-                    node_task = tg.create_task(crawler.run())
+                    node_task = tg.create_task(node.run())
                 renewing = tg.create_task(_renew(client, keys, layout, lease))
                 ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
                 stopping = tg.create_task(_watch_for_stop(client, keys))
                 limits = tg.create_task(_watch_limits(client, keys, layout, config))
                 interrupt = tg.create_task(interrupted.wait())
-                live = tg.create_task(_live_reports(client, sync, keys, layout, gatherer, say)) if say else None
+                live = (
+                    tg.create_task(_live_reports(client, sync, keys, layout, gatherer, on_event)) if on_event else None
+                )
                 watchers = {ending, stopping, limits, interrupt}
                 done, _ = await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
                 if ending in done:
                     end = "finished" if config.revisit.every is None else "idle"
                     await persist("declaring the end", lambda: client.set(keys.control, end))
-                    if crawler is not None and end == "idle":
-                        crawler.stop()  # this process's node; the workers wait for the next pass
+                    if node is not None and end == "idle":
+                        node.crawler.stop()  # this process's node; the workers wait for the next pass
                 elif limits in done:
                     outcome = limits.result()  # the whole crawl was told to stop at --max-pages / --max-time
                     await _watch_for_stop(client, keys)
                 elif interrupt in done:
                     outcome = "interrupted"  # this process only: the crawl goes on in Redis
-                    if crawler is not None:
-                        crawler.stop()
+                    if node is not None:
+                        node.crawler.stop()
                 else:
                     outcome = "stopped"  # by `webtrawl control stop`: in-flight fetches finished, nothing lost
                 await cancel(watchers)
@@ -182,22 +175,16 @@ async def _coordinate(
             outcome=outcome,
             pages=sum(row["pages"] for row in nodes.values()),
             bytes=sum(row["bytes"] for row in nodes.values()),
-            elapsed=crawler.stats.elapsed
-            if crawler
+            elapsed=node.crawler.stats.elapsed
+            if node
             else max((r.get("elapsed", 0) for r in reports.values()), default=0),
             done_total=await db.run(_count_state, crawl_id, 2),
             failed_total=await db.run(_count_state, crawl_id, 3),
             waiting=counts[0],
-            statuses=await db.run(status_counts, crawl_id),
-            failures=await db.run(failure_counts, crawl_id),
-            drops=await db.run(drop_counts, crawl_id),
+            **await db.run(outcome_counts, crawl_id),
         )
         (out / f"{config.name}-nodes.json").write_text(json.dumps(nodes, indent=2, sort_keys=True))
         return report, nodes
-    finally:
-        await db.close()
-        if lock is not None:
-            lock.release()
 
 
 def _last_capture(conn: Any) -> int:
@@ -347,12 +334,12 @@ async def run_worker(
         if concurrency is not None:
             overrides["concurrency"] = concurrency
         config, layout = await load_crawl(client, keys, out=out or Path("."), **overrides)
-        node = await asyncio.to_thread(register, sync, keys)
+        node_id = await asyncio.to_thread(register, sync, keys)
         if out is None:
-            config = _with_out(config, Path(f"webtrawl-{node}"))
-        crawler = NodeCrawler(config, client=client, sync_client=sync, keys=keys, layout=layout, node=node)
-        with interrupts.stopping(crawler.stop) if interrupts else contextlib.nullcontext():
-            return node, await crawler.run()
+            config = _with_out(config, Path(f"webtrawl-{node_id}"))
+        node = Node(config, client=client, sync_client=sync, keys=keys, layout=layout, node=node_id)
+        with interrupts.stopping(node.crawler.stop) if interrupts else contextlib.nullcontext():
+            return node_id, await node.run()
     finally:
         await client.aclose()
         sync.close()
@@ -366,20 +353,11 @@ LIVE_EVERY = 5.0
 
 
 async def _live_reports(
-    client: Any, sync: Any, keys: Keys, layout: Layout, gatherer: Gatherer, say: Callable[[str], None]
+    client: Any, sync: Any, keys: Keys, layout: Layout, gatherer: Gatherer, on_event: Callable[[Event], None]
 ) -> None:
-    """A line about the crawl and one per node, every few seconds."""
+    """The crawl's progress and its live nodes, every few seconds."""
     while True:
         await asyncio.sleep(LIVE_EVERY)
         waiting, running, _act, backlog = await scan(client, keys, layout.partitions)
         nodes = await persist("reading nodes", lambda: asyncio.to_thread(live_nodes, sync, keys))
-        say(
-            f"{keys.name}: {gatherer.ingested:,} results gathered, {waiting:,} waiting, {running:,} running, "
-            f"{backlog:,} to gather; {len(nodes)} node(s)"
-        )
-        for node, info in sorted(nodes.items()):
-            say(
-                f"  {node} {info.get('state', '?'):8} {info.get('pages', 0):>8,} pages "
-                f"{info.get('pages_per_s', 0):>7.1f}/s  {info.get('in_flight', 0):>3} in flight  "
-                f"{len(info.get('partitions', [])):>3} partitions"
-            )
+        on_event(Gathering(keys.name, gatherer.ingested, waiting, running, backlog, nodes))

@@ -62,18 +62,6 @@ async def control(url: str, name: str, command: str) -> dict[str, str]:
         sync.close()
 
 
-def print_nodes(reports: dict[str, dict[str, Any]]) -> None:
-    """The final per-node table."""
-    if not reports:
-        return
-    print(f"{'node':8} {'host':16} {'pages':>8} {'bytes':>12} {'seconds':>8} {'pages/s':>8}")
-    for node, r in sorted(reports.items()):
-        print(
-            f"{node:8} {str(r.get('host', ''))[:16]:16} {r.get('pages', 0):>8,} {r.get('bytes', 0):>12,} "
-            f"{r.get('elapsed', 0):>8.1f} {r.get('pages_per_s', 0):>8.1f}"
-        )
-
-
 async def crawl_status(url: str, name: str) -> dict[str, Any]:
     """What `webtrawl status --redis` shows: nodes, frontier counts, and the dedup filters' state."""
     client, sync = await open_clients(url)
@@ -123,26 +111,3 @@ def all_nodes(client: Any, keys: Keys) -> dict[str, dict[str, Any]]:
             info["state"] = "lost"  # no heartbeat for a while: dead, stopped or cut off
         nodes[node.decode()] = info
     return nodes
-
-
-def print_status(status: dict[str, Any]) -> None:
-    print(f"crawl {status['name']!r} ({status['control']})")
-    for label, count in status["counts"].items():
-        print(f"  {label:10} {count:>10,}")
-    print(
-        f"  {'node':8} {'host':16} {'pid':>7} {'state':9} {'parts':>5} {'pages':>8} {'pages/s':>8} "
-        f"{'in flight':>9} {'heartbeat':>10}"
-    )
-    for node, info in status["nodes"].items():
-        print(
-            f"  {node:8} {str(info.get('host', ''))[:16]:16} {info.get('pid', 0):>7} {info.get('state', '?'):9} "
-            f"{len(info.get('partitions', [])):>5} {info.get('pages', 0):>8,} {info.get('pages_per_s', 0):>8.1f} "
-            f"{info.get('in_flight', 0):>9} {info['heartbeat_age']:>8.1f} s"
-        )
-    bloom = status["bloom"]
-    if status["dedup"] == "bloom":
-        print(
-            f"  Bloom filters: {bloom['urls']:,} URLs in {bloom['bytes']:,} bytes, "
-            f"fullest {bloom['fill']:.1%} set; "
-            f"estimated URLs lost to false positives: {bloom['estimated_false_drops']:.1f}"
-        )

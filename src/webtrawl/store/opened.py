@@ -1,0 +1,83 @@
+"""A crawl directory opened for a run, the same way by an embedded crawl, a node and a coordinator.
+
+The seeds are normalized once here, so the identity a run is checked against (`crawls.open_crawl`) is the
+same whichever process opens the directory: a crawl started alone and resumed with `--redis` (or the
+reverse) is recognized, and the same seeds given twice are one seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypedDict
+
+from ..config import CrawlConfig
+from ..models import NewURL
+from ..urls import NORMALIZATION_VERSION, fingerprint, normalize_seeds, origin
+from .crawls import open_crawl
+from .db import DB_NAME, Database, DirectoryLock, prepare_directory
+from .index import drop_counts, failure_counts, status_counts
+from .media import media_counts
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedCrawl:
+    out: Path
+    db: Database
+    crawl_id: int
+    seeds: list[str]
+    """Normalized, each once, in the order given."""
+    gained_hosts: list[str]
+    """Hosts the scope gained in earlier runs (a seed's redirect to another host)."""
+
+    def seed_urls(self) -> list[NewURL]:
+        """The seeds as they enter the frontier."""
+        return [NewURL(url=seed, fp=fingerprint(seed), host=origin(seed), depth=0, kind="seed") for seed in self.seeds]
+
+
+@contextlib.asynccontextmanager
+async def open_crawl_directory(
+    config: CrawlConfig, *, db_name: str = DB_NAME, lock: bool = True
+) -> AsyncIterator[OpenedCrawl]:
+    """Create or resume crawl `config.name` in `config.out`, locked (unless `lock` is off: a coordinator
+    whose own node takes the lock) and its database open, for as long as the block runs.
+
+    A bad seed is the user's mistake (`ConfigError`), told before anything is created."""
+    seeds = normalize_seeds(config.seeds)
+    out = prepare_directory(config.out)
+    directory_lock = DirectoryLock(out) if lock else None
+    if directory_lock is not None:
+        directory_lock.acquire()
+    db = Database(out / db_name)
+    try:
+        await db.open()
+        crawl_id, gained = await db.run(open_crawl, config.name, config.identity(seeds, NORMALIZATION_VERSION))
+        yield OpenedCrawl(out, db, crawl_id, seeds, gained)
+    finally:
+        await db.close()
+        if directory_lock is not None:
+            directory_lock.release()
+
+
+class OutcomeCounts(TypedDict):
+    """What a crawl's report (`stats.CrawlReport`) counts from its index."""
+
+    statuses: dict[int, int]
+    failures: dict[str, int]
+    drops: dict[str, int]
+    media: dict[str, int]
+    """Empty when the crawl collected no media."""
+
+
+def outcome_counts(conn: sqlite3.Connection, crawl_id: int) -> OutcomeCounts:
+    """Responses by status, failures and drops by reason, media by what became of them."""
+    media = media_counts(conn, crawl_id)
+    return OutcomeCounts(
+        statuses=status_counts(conn, crawl_id),
+        failures=failure_counts(conn, crawl_id),
+        drops=drop_counts(conn, crawl_id),
+        media=media if any(media.values()) else {},
+    )
