@@ -69,6 +69,8 @@ def archive(batch: list[PageResult], warc: WarcWriter, mirror: Mirror | None) ->
         if result.outcome is not None and capture is not None:
             revisit = result.completion.entry.previous if capture.unchanged else None
             capture.warc = warc.write(result.outcome, revisit)
+            # The record's digest is the capture's: the page was not hashed twice (a revisit's is its original's).
+            capture.payload_digest = capture.payload_digest or capture.warc.payload_digest
             if result.rendering is not None:
                 _archive_rendering(result.rendering, capture, warc)
             if mirror is not None and result.decoded is not None:

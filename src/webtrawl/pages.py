@@ -157,7 +157,7 @@ class PageHandler:
         archived = outcome if outcome.status is not None else None
         status = outcome.status
         previous = entry.previous
-        if status is not None:
+        if status is not None and previous is not None:  # otherwise the archive thread's digest is the capture's
             with self._stats.timed("hashing"):
                 capture.payload_digest = sha1_digest(outcome.body)
         if previous is not None and (
