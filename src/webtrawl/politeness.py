@@ -163,6 +163,14 @@ class Politeness:
         slot.previous_start = slot.next_start
         slot.next_start = now + slot.delay
 
+    def claimed(self, host: str, reserved: int, handed: int, now: float) -> None:
+        """A claim reserved `reserved` slots of `host` and handed out `handed` of them (the frontier had fewer URLs
+        ready): the rest are given back, and the requests handed out start now."""
+        for _ in range(reserved - handed):
+            self.cancel(host)
+        if handed:
+            self.started(host, now)
+
     def started(self, host: str, now: float) -> None:
         """The requests reserved for `host` start now: the delay counts from here."""
         slot = self._slot(host)

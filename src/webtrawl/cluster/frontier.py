@@ -348,11 +348,7 @@ class RedisFrontier:
                 self._in_flight[p].update(entry.fp for entry in entries[len(entries) - sum(got.values()) :])
             started = time.monotonic()
             for host_id, take in wanted:
-                host = names[host_id]
-                for _ in range(take - got[host]):
-                    politeness.cancel(host)
-                if got[host]:
-                    politeness.started(host, started)
+                politeness.claimed(names[host_id], take, got[names[host_id]], started)
         self._running += len(entries)
         if self._limits is not None:
             await self._limits.settle()

@@ -286,11 +286,7 @@ class SqliteFrontier:
         got = Counter(entry.host for entry in entries)
         started = time.monotonic()  # the requests start now, not when the claim began
         for host_id, take in plan:
-            host = names[host_id]
-            for _ in range(take - got[host]):
-                politeness.cancel(host)
-            if got[host]:
-                politeness.started(host, started)
+            politeness.claimed(names[host_id], take, got[names[host_id]], started)
         self._running += len(entries)
         return entries
 
