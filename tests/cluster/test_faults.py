@@ -181,7 +181,7 @@ def test_a_crawl_redis_forgot_ends_with_one_line_and_goes_on_from_the_coordinato
             server.restart()
         gone = f"crawl {KEYS.name!r} is no longer in Redis: Redis lost it"
         for process in (coord, helper):
-            code, _out, err = process.finish(60)
+            code, _out, err = process.finish()
             assert code == 2, err
             assert err.splitlines()[-1].startswith(f"webtrawl: error: {gone}"), err
             assert "Traceback" not in err
