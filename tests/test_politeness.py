@@ -163,6 +163,43 @@ def test_per_ip_limit_spans_host_names() -> None:
     assert politeness.free_slots(hosts[0], 1.0) == 1
 
 
+def test_the_hosts_that_may_have_become_ready_are_named_once_oldest_first() -> None:
+    politeness = ready(PolitenessConfig(per_host=1, delay=0))
+    assert politeness.take_ready() == [HOST]  # its robots.txt arrived (see `ready`)
+    other = "http://other.test"
+    politeness.set_rules(other, ALLOW_ALL)
+    assert politeness.take_ready() == [other]
+    for host in (HOST, other, HOST):
+        politeness.reserve(host, 1.0)
+        politeness.release(host)
+    politeness.reserve(other, 2.0)
+    politeness.cancel(other)
+    assert politeness.take_ready() == [HOST, other]  # each once, in the order they were first readied
+    assert politeness.take_ready() == []
+
+
+def test_a_claim_gives_back_the_slots_it_reserved_and_did_not_hand_out() -> None:
+    politeness = ready(PolitenessConfig(per_host=4, delay=0))
+    for _ in range(3):
+        politeness.reserve(HOST, 1.0)
+    politeness.claimed(HOST, reserved=3, handed=1, now=1.5)
+    assert politeness.active(HOST) == 1 and politeness.free_slots(HOST, 1.5) == 3
+    politeness.claimed(HOST, reserved=0, handed=0, now=2.0)
+    assert politeness.active(HOST) == 1
+
+
+def test_per_ip_limits_learn_an_address_from_the_dns_cache_given_at_build_time() -> None:
+    from webtrawl.config import PolitenessConfig as Config
+
+    known = {"http://a.test": "127.0.0.5", "http://b.test": "127.0.0.5"}
+    politeness = Politeness(Config(per_host=4, per_ip=1, delay=0), robots=ALLOW_ALL, address_of=known.get)
+    assert politeness.free_slots("http://a.test", 0.0) == 1  # asked as a claim does: the address is learnt here
+    politeness.reserve("http://a.test", 0.0)
+    assert politeness.free_slots("http://a.test", 0.0) == 0  # before any response
+    assert politeness.free_slots("http://b.test", 0.0) == 0  # the same address, another name
+    assert politeness.free_slots("http://c.test", 0.0) == 4  # unknown: per-host limits only
+
+
 async def test_per_ip_limit_holds_across_host_names_in_a_crawl(tmp_path: Path) -> None:
     import asyncio
 

@@ -29,6 +29,11 @@ class Engine(Protocol):
 
     stats: Stats
 
+    @property
+    def state(self) -> str:
+        """running, paused or stopping."""
+        ...
+
     def stop(self, outcome: str = "interrupted") -> None: ...
 
     def wake(self) -> None: ...

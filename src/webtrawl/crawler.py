@@ -114,11 +114,11 @@ class Crawler:
         return "stopping" if self._stopping else "paused" if self._paused else "running"
 
     async def run(self) -> CrawlReport:
-        try:
-            async with open_crawl_directory(self.config, db_name=self.backend.db_name) as opened:
+        async with open_crawl_directory(self.config, db_name=self.backend.db_name) as opened:
+            try:
                 return await self._run(opened)
-        finally:
-            self._archive_thread.shutdown(wait=True)
+            finally:  # before the directory is unlocked: no record may be written after that
+                self._archive_thread.shutdown(wait=True)
 
     async def _run(self, opened: OpenedCrawl) -> CrawlReport:
         config, backend = self.config, self.backend

@@ -281,7 +281,7 @@ class Node:
         if command == "finished" and not frontier.finished:
             frontier.finished = True
             engine.wake()
-        elif command == "stop" and not self._told_to_stop:
+        elif command == "stop" and engine.state != "stopping":
             log.info("told to stop: in-flight fetches finish, then this node reports and leaves")
             self._told_to_stop = True
             engine.stop()
