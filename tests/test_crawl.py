@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -114,6 +116,20 @@ async def test_resume_with_another_scope_is_refused(site_server: SiteServer, tmp
         await Crawler(changed).run()
     # tunables may change
     await Crawler(replace(config, concurrency=3, max_pages=10)).run()
+
+
+async def test_a_crawl_whose_identity_lists_a_seed_twice_resumes(site_server: SiteServer, tmp_path: Path) -> None:
+    """Coordinators used to keep a seed given twice twice in the identity they stored: such a crawl resumes."""
+    await crawl_site(site_server, tmp_path, max_pages=2)
+    db = sqlite3.connect(tmp_path / "crawl.db")
+    (stored,) = db.execute("SELECT identity FROM crawls").fetchone()
+    identity = json.loads(stored)
+    identity["seeds"] = identity["seeds"] * 2
+    with db:
+        db.execute("UPDATE crawls SET identity = ?", (json.dumps(identity),))
+    db.close()
+    report = await crawl_site(site_server, tmp_path)
+    assert report.outcome == "finished"
 
 
 async def test_second_process_on_the_same_directory_is_refused(site_server: SiteServer, tmp_path: Path) -> None:

@@ -29,7 +29,10 @@ def open_crawl(conn: sqlite3.Connection, name: str, identity: dict[str, Any]) ->
         assert cur.lastrowid is not None
         return cur.lastrowid, []
     crawl_id, stored, extra = row
-    found = differences(json.loads(stored), identity)
+    known = json.loads(stored)
+    if isinstance(known.get("seeds"), list):  # coordinators before `store.opened` kept a seed given twice twice
+        known["seeds"] = sorted(set(known["seeds"]))
+    found = differences(known, identity)
     if found:
         raise IdentityMismatch(
             f"crawl {name!r} in this directory was started with other settings ({'; '.join(found)}); "
