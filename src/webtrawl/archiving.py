@@ -52,7 +52,10 @@ async def batches(
                 if remaining <= 0 or starved():
                     break
                 try:  # in short waits, to see the crawl starve meanwhile
-                    item = await asyncio.wait_for(results.get(), timeout=min(remaining, STARVE_CHECK))
+                    # Not `asyncio.wait_for`: on Python 3.11 it can swallow a cancellation that meets its timeout,
+                    # and a task group cancelling this loop (the crawl ending on an error) would wait for ever.
+                    async with asyncio.timeout(min(remaining, STARVE_CHECK)):
+                        item = await results.get()
                 except TimeoutError:
                     continue
             if item is None:

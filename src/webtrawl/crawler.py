@@ -320,8 +320,9 @@ class Crawler:
                         # With no fetch slot free, only an ending fetch (which sets the event) changes anything.
                         wakeup = frontier.next_wakeup() if budget > 0 else None
                         timeout = 1.0 if wakeup is None else min(wakeup, 1.0)
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+                        with contextlib.suppress(TimeoutError):  # not wait_for: see `archiving.batches`
+                            async with asyncio.timeout(timeout):
+                                await self._wake.wait()
                     if fetches:
                         _done, late = await asyncio.wait(fetches, timeout=STOP_GRACE)
                         for task in late:

@@ -49,7 +49,8 @@ class GuardedParser:
             self._pool, _parse, text, url, requisites, follow_nofollow, media
         )
         try:
-            return await asyncio.wait_for(future, self._timeout)
+            async with asyncio.timeout(self._timeout):  # not wait_for: it can swallow a cancellation on 3.11
+                return await future
         except (TimeoutError, BrokenProcessPool):
             self._kill()
             raise ParseTimeout(f"HTML too complex to parse in {self._timeout:g} s") from None
