@@ -23,7 +23,8 @@ from multidict import CIMultiDict
 from trustme import CA
 
 from webtrawl.config import FetchConfig
-from webtrawl.fetch.fetcher import ACCEPT, ACCEPT_ENCODING, Fetcher, describe_error, parse_retry_after
+from webtrawl.fetch.failures import describe_error
+from webtrawl.fetch.fetcher import ACCEPT, ACCEPT_ENCODING, Fetcher, parse_retry_after
 
 # Small timeouts keep the hostile-server cases fast; each is well above what localhost needs.
 CONFIG = FetchConfig(connect_timeout=0.3, read_timeout=0.3, total_timeout=0.6, block_private=False)

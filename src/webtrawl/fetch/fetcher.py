@@ -20,11 +20,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
-import errno
 import logging
 import math
 import re
-import socket
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -41,7 +39,8 @@ from yarl import URL
 from ..config import FetchConfig
 from ..models import FetchOutcome
 from ..request_options import parse_auth, parse_header, parse_network, parse_pin
-from .dns import AddressGuard, ResolveError, Resolver, gai_reason
+from .dns import AddressGuard, Resolver
+from .failures import BlockedRequest, describe_error
 
 logger = logging.getLogger(__name__)
 
@@ -422,80 +421,3 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     if math.isnan(seconds):
         return None
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-
-
-_CONNECT_ERRNOS = {
-    errno.ECONNREFUSED: "connection refused",
-    errno.ECONNRESET: "connection reset",
-    errno.ENETUNREACH: "network unreachable",
-    errno.EHOSTUNREACH: "host unreachable",
-    errno.ETIMEDOUT: "connect timeout",
-}
-
-
-class BlockedRequest(aiohttp.ClientError):
-    """A request (or redirect hop) to an address the private-network guard refuses; the reason says which."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def describe_error(exc: BaseException) -> tuple[str, bool]:
-    """A short reason for a failed request, and whether trying again later may succeed.
-
-    Order matters: aiohttp's exception classes overlap (its timeouts are connection errors too).
-    """
-    if isinstance(exc, BlockedRequest):
-        return exc.reason, False
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return "connect timeout", True
-    if isinstance(exc, aiohttp.SocketTimeoutError):
-        return "read timeout", True
-    if isinstance(exc, TimeoutError):
-        return "total timeout", True
-    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, ResolveError):
-        return exc.os_error.reason, exc.os_error.retryable  # the resolver's own words (dns:, blocked:)
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        gai = exc.os_error
-        if isinstance(gai, socket.gaierror):
-            return gai_reason(gai)
-        return _short(f"dns: {gai.strerror or gai}"), True
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        cert = exc.certificate_error
-        detail = getattr(cert, "verify_message", None) or getattr(cert, "reason", None) or cert
-        return _short(f"tls: certificate verify failed: {detail}"), False
-    if isinstance(exc, aiohttp.ClientSSLError):
-        return _short(f"tls: {exc.os_error}"), False
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        os_error = exc.os_error
-        return _CONNECT_ERRNOS.get(os_error.errno or 0) or _short(f"connect: {os_error}"), True
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "server disconnected", True
-    if isinstance(exc, ConnectionResetError):
-        return "connection reset", True
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        # A body cut short; the socket error that cut it survives only in aiohttp's message.
-        reset = "ConnectionResetError" in str(exc)
-        return ("connection reset" if reset else "connection closed mid-body"), True
-    if isinstance(exc, aiohttp.ClientResponseError):
-        # aiohttp's HTTP parser rejected the status line or the headers.
-        message = str(exc.message)
-        if message.startswith("Too many headers"):
-            return "too many headers", False
-        if message.startswith("Got more than"):
-            return "header line too long", False
-        return _short(f"bad response: {message}"), False
-    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError | ValueError):
-        return _short(f"invalid url: {exc}"), False
-    if isinstance(exc, OSError):
-        return _short(f"connection error: {exc.strerror or exc}"), True
-    if isinstance(exc, aiohttp.ClientError):
-        return _short(f"{type(exc).__name__}: {exc}"), True
-    logger.warning("unexpected fetch error", exc_info=exc)
-    return _short(f"{type(exc).__name__}: {exc}"), False
-
-
-def _short(reason: str) -> str:
-    """A reason fit for a table column: one line, at most 200 characters."""
-    return " ".join(reason.split())[:200]

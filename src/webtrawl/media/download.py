@@ -23,7 +23,7 @@ from pathlib import Path
 import aiohttp
 from yarl import URL
 
-from ..fetch.fetcher import describe_error
+from ..fetch.failures import describe_error
 
 CHUNK = 1024 * 1024
 """Bytes read and written at a time (written on a thread, so the event loop never waits for the disk)."""

@@ -24,7 +24,7 @@ import aiohttp
 from yarl import URL
 
 from ..errors import ConfigError
-from ..fetch.fetcher import describe_error
+from ..fetch.failures import describe_error
 from ..models import MediaRef, NewURL
 from ..urls import fingerprint, host_key, origin
 from .download import read_at_most

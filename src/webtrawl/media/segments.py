@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from yarl import URL
 
 from ..config import Quality
-from ..fetch.fetcher import describe_error
+from ..fetch.failures import describe_error
 from .download import CHUNK, Attempt, TooLarge, discard, read_at_most, read_meta, retryable_status, sidecar, write_meta
 
 MAX_MANIFEST = 4 * 1024 * 1024
