@@ -6,6 +6,7 @@ whole crawler process, start-up included, and nothing of the harness or of nginx
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -56,8 +57,9 @@ class Result:
 
 
 class PeakWatcher:
-    """The largest resident set a child process reached since it started its program, read from Linux's
-    `VmHWM` every `every` seconds until it ends.
+    """The largest resident set of a child process and of every process it starts (a crawler's workers),
+    summed: each process's `VmHWM`, read from Linux's `/proc` every `every` seconds until the child ends.
+    The sum of the processes' own peaks is at least the peak of their sum, so the figure errs high.
 
     `ru_maxrss` from `wait4` cannot be used for that: a child forked (or vforked) from this harness carries
     the harness's own high-water mark across `exec`, so every child looked at least as big as the harness
@@ -67,22 +69,20 @@ class PeakWatcher:
 
     def __init__(self, pid: int, every: float = 0.02) -> None:
         self.peak_kib = 0
-        self._path = Path(f"/proc/{pid}/status")
+        self._pid = pid
+        self._peaks: dict[int, int] = {}
         self._every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
-        while not self._stop.is_set():
-            try:
-                status = self._path.read_text()
-            except OSError:  # ended (or not Linux)
-                return
-            for line in status.splitlines():
-                if line.startswith("VmHWM:"):
-                    self.peak_kib = max(self.peak_kib, int(line.split()[1]))
-                    break
+        while not self._stop.is_set() and Path(f"/proc/{self._pid}").exists():
+            for pid in _tree(self._pid):
+                peak = _own_peak_kib(pid)
+                if peak is not None:
+                    self._peaks[pid] = max(self._peaks.get(pid, 0), peak)
+            self.peak_kib = sum(self._peaks.values())
             self._stop.wait(self._every)
 
     def peak_mb(self, fallback_kib: int) -> float:
@@ -90,6 +90,29 @@ class PeakWatcher:
         self._stop.set()
         self._thread.join()
         return (self.peak_kib or fallback_kib) / 1024
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants, from each thread's `children` list in /proc."""
+    found, pending = [], [pid]
+    while pending:
+        parent = pending.pop()
+        found.append(parent)
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                pending.extend(int(child) for child in children.read_text().split())
+    return found
+
+
+def _own_peak_kib(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # ended (or not Linux)
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return None
 
 
 def run_measured(command: Sequence[str], *, timeout: float, stdout: IO[bytes] | None = None) -> Usage:

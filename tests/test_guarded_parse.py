@@ -1,39 +1,120 @@
-"""Parsing bounded in time: pathological markup is parsed in a child process and given up when too slow."""
+"""Reading pages off the loop: a big run's in a worker process, pathological markup in a child that is given
+up when too slow; what is read is the same wherever it runs."""
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+import os
+import signal
+
 import pytest
 
-from webtrawl.parse.guarded import GuardedParser, ParseTimeout
+from webtrawl.parse.analysis import PageInput, analyze
+from webtrawl.parse.guarded import GuardedParser, ParseFailed
+from webtrawl.parse.simhash import simhash
 
 URL = "http://example.org/"
+TEXT = " ".join(f"word{i}" for i in range(40))
 
 
-async def test_ordinary_pages_parse_in_process() -> None:
-    parser = GuardedParser()
-    page = await parser.parse('<title>t</title><a href="/x">x</a>', URL, requisites=False, follow_nofollow=False)
-    assert page.title == "t" and [link.url for link in page.links] == ["http://example.org/x"]
-    assert parser._pool is None
-    parser.close()
+def page(html: str, **options: object) -> PageInput:
+    settings: dict = {"requisites": False, "follow_nofollow": False, **options}
+    return PageInput(
+        body=html.encode(), url=URL, content_encoding=None, content_type="text/html", max_size=10**7, **settings
+    )
 
 
-async def test_many_tags_parse_in_a_child_with_the_same_result() -> None:
+async def test_the_first_pages_of_a_run_are_read_inline_then_in_the_worker() -> None:
+    parser = GuardedParser(offload_after=2)
+    html = f'<title>t</title><a href="/x">x</a><p>{TEXT}</p>'
+    try:
+        read = [await parser.analyze(page(html)) for _ in range(4)]
+    finally:
+        await parser.close()
+    assert [analysis.away for analysis in read] == [False, False, True, True]
+    for analysis in read:
+        assert analysis.page is not None and analysis.page.title == "t"
+        assert [link.url for link in analysis.page.links] == ["http://example.org/x"]
+        assert analysis.simhash == simhash(analysis.page.text) is not None
+        assert analysis.cpu["parse"] > 0 and analysis.cpu["hashing"] >= 0
+
+
+async def test_pages_read_at_once_each_get_their_own_answer() -> None:
+    parser = GuardedParser(offload_after=0)
+    try:
+        read = await asyncio.gather(*(parser.analyze(page(f"<title>page {i}</title>")) for i in range(50)))
+    finally:
+        await parser.close()
+    assert [analysis.page.title for analysis in read if analysis.page] == [f"page {i}" for i in range(50)]
+
+
+async def test_the_worker_returns_the_decoded_text_and_body_only_when_asked() -> None:
+    html = "<title>café</title><video src=/v.mp4></video>"
+    body = gzip.compress(html.encode("utf-8"))
+    parser = GuardedParser(offload_after=0)
+    asked = PageInput(
+        body=body,
+        url=URL,
+        content_encoding="gzip",
+        content_type="text/html; charset=utf-8",
+        max_size=10**7,
+        requisites=False,
+        follow_nofollow=False,
+        media=frozenset({"video"}),
+        keep_text=True,
+        keep_body=True,
+    )
+    try:
+        kept = await parser.analyze(asked)
+        plain = await parser.analyze(page(html))
+    finally:
+        await parser.close()
+    assert kept.text == html and kept.body == html.encode()
+    assert kept.page is not None and [ref.url for ref in kept.page.media] == ["http://example.org/v.mp4"]
+    assert plain.text is None and plain.body is None
+
+
+async def test_a_killed_worker_is_replaced_and_the_page_still_read() -> None:
+    parser = GuardedParser(offload_after=0)
+    try:
+        await parser.analyze(page("<title>first</title>"))
+        assert parser._worker is not None and parser._worker.pid is not None
+        os.kill(parser._worker.pid, signal.SIGKILL)
+        analysis = await parser.analyze(page("<title>after</title>"))
+    finally:
+        await parser.close()
+    assert analysis.page is not None and analysis.page.title == "after"
+
+
+async def test_many_tags_are_read_in_the_guarded_child_with_the_same_result() -> None:
     parser = GuardedParser(max_inline_tags=100)
     html = "<title>many</title>" + "".join(f'<p><a href="/p{i}">{i}</a></p>' for i in range(300))
     try:
-        page = await parser.parse(html, URL, requisites=False, follow_nofollow=False)
+        analysis = await parser.analyze(page(html))
     finally:
-        parser.close()
-    assert page.title == "many" and len(page.links) == 300
+        await parser.close()
+    assert analysis.away
+    assert analysis.page is not None and analysis.page.title == "many" and len(analysis.page.links) == 300
+    assert analysis.page == analyze(page(html)).page and analysis.simhash == analyze(page(html)).simhash
 
 
 async def test_a_page_too_slow_to_parse_is_given_up_and_the_parser_recovers() -> None:
     # The limit covers starting the child (about 0.5 s here); the nested page takes about 10 s of lexbor
     # time (it grows faster than linearly with nesting).
     parser = GuardedParser(timeout=2.0)
-    nested = "<div>" * 60_000
-    with pytest.raises(ParseTimeout, match="too complex"):
-        await parser.parse(nested, URL, requisites=False, follow_nofollow=False)
-    page = await parser.parse("<div>" * 6000 + "<title>ok</title>", URL, requisites=False, follow_nofollow=False)
-    assert page.title == "ok"
-    parser.close()
+    with pytest.raises(ParseFailed, match="too complex"):
+        await parser.analyze(page("<div>" * 60_000))
+    analysis = await parser.analyze(page("<div>" * 6000 + "<title>ok</title>"))
+    assert analysis.page is not None and analysis.page.title == "ok"
+    await parser.close()
+
+
+async def test_closing_stops_a_guard_busy_with_a_page_nobody_waits_for() -> None:
+    parser = GuardedParser(timeout=3600.0)
+    reading = asyncio.create_task(parser.analyze(page("<div>" * 200_000)))  # hours of lexbor time
+    while parser._guard is None or parser._guard.pid is None:
+        await asyncio.sleep(0.01)
+    reading.cancel()
+    await parser.close()  # returns: the guard was killed, not waited for
+    assert parser._guard is None

@@ -1,11 +1,11 @@
 """Where a crawl's CPU went, by stage: the split `make bench` prints, so a regression shows where it landed.
 
 Most stages own a thread, whose CPU clock the kernel keeps at no cost to the crawl: the archive thread
-(WARC, mirror), the database thread (the frontier's batches, and the search index, timed apart). The event
-loop's thread does the rest, of which the synchronous parts worth naming are timed where they run (`Stats.cpu`):
-parsing (decoding included) and hashing (payload digest, SimHash). What is left on the loop is fetching
-(aiohttp, the scheduler, judging a page), and what no named thread did (DNS resolution threads, a parse
-child process, the browser's driver) is `other`.
+(WARC, mirror), the database thread (the frontier's batches, and the search index, timed apart). Parsing
+(decoding included) and hashing (SimHash; the payload digest of a re-fetch) are timed where they run
+(`Stats.cpu`): on the event loop's thread, or in the parse worker process, which reports its own clock. What
+else the loop does is fetching (aiohttp, the scheduler, judging a page), and what no named thread did (DNS
+resolution threads, the parse worker's queue threads, the browser's driver) is `other`.
 """
 
 from __future__ import annotations
@@ -43,20 +43,23 @@ def split(
     archive: float,
     database: float,
     total: float,
+    away: float = 0.0,
     stages: Iterable[str] = STAGES,
 ) -> dict[str, float]:
-    """CPU seconds by stage, from the sections timed on the loop (`parse`, `hashing`) and on the database
-    thread (`index`), and the loop's, archive's, database thread's and whole process's clocks."""
+    """CPU seconds by stage, from the sections timed on the loop or in a worker process (`parse`, `hashing`;
+    `away` seconds of them in the worker) and on the database thread (`index`), and the loop's, archive's,
+    database thread's and the process's clocks (`total`: with the children it has reaped, such as the
+    parse worker once the run closed it)."""
     parse, hashing, index = timed.get("parse", 0.0), timed.get("hashing", 0.0), timed.get("index", 0.0)
     found = {
-        "fetch": max(0.0, loop - parse - hashing),
+        "fetch": max(0.0, loop - (parse + hashing - away)),
         "parse": parse,
         "hashing": hashing,
         "archive": archive,
         "database": max(0.0, database - index),
         "index": index,
     }
-    found["other"] = max(0.0, total - loop - archive - database)
+    found["other"] = max(0.0, total - loop - archive - database - away)
     return {stage: round(found.get(stage, 0.0), 6) for stage in stages}
 
 
@@ -76,10 +79,11 @@ class StageClocks:
         self.archive: int | None = None
         self.database: int | None = None
 
-    def split(self, timed: Mapping[str, float]) -> dict[str, float]:
+    def split(self, timed: Mapping[str, float], away: float = 0.0) -> dict[str, float]:
         """CPU seconds by stage so far (`split`); call it on the loop's thread, while the others still run."""
         return split(
             timed,
+            away=away,
             loop=time.thread_time() - self._loop,
             archive=thread_seconds(self.archive),
             database=thread_seconds(self.database),

@@ -46,7 +46,7 @@ from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs
 from .store.db import Database
 from .store.index import INDEX_CHUNK, index_text
-from .store.live import clear_control, publish, snapshot, wal_size
+from .store.live import clear_control, publish, snapshot, truncate_wal, wal_size
 from .store.mirror import Mirror
 from .store.opened import OpenedCrawl, open_crawl_directory, outcome_counts
 from .store.warc import WarcWriter
@@ -64,7 +64,8 @@ CHECKPOINT_EVERY = 10.0
 """Seconds between two WAL checkpoints that wait for readers (see `store.live.publish`): with readers that
 keep coming (an open dashboard), SQLite's own checkpoints could let the WAL grow for the whole crawl."""
 WAL_LIMIT = 16 * 1024 * 1024
-"""Bytes of WAL after which the next snapshot checkpoints it without waiting for `CHECKPOINT_EVERY`."""
+"""Bytes of WAL after which the committer checkpoints it after its next batch, without waiting for
+`CHECKPOINT_EVERY`."""
 COUNTS_SHARE = 0.05
 """Most of the database thread's time the snapshot's frontier counts may take (on a big frontier they
 are refreshed less often than the snapshot)."""
@@ -181,14 +182,14 @@ class Crawler:
                         frontier, politeness, fetcher, handler, media, warc, mirror, crawl_id, shared
                     )
                 finally:
-                    handler.parser.close()
+                    await handler.parser.close()
         finally:
             # After a storage failure (a full disk) these may fail too: the first error is the one to tell.
             with _logged(StoreError):
                 await frontier.close()
             with _logged(StoreError):
                 await self._on_archive_thread(warc.close)
-        self.stats.cpu_by_stage = clocks.split(self.stats.cpu)
+        self.stats.cpu_by_stage = clocks.split(self.stats.cpu, self.stats.cpu_away)
         report = await self._report(db, crawl_id, outcome)
         with _logged(StoreError):  # the last snapshot holds the outcome, for dashboards that outlive the run
             final = snapshot(outcome, self.stats, await frontier.counts())
@@ -381,6 +382,8 @@ class Crawler:
             if unindexed >= INDEX_CHUNK or (unindexed and time.monotonic() - indexed_at >= INDEX_EVERY):
                 await db.run(self._index_text)
                 unindexed, indexed_at = 0, time.monotonic()
+            if wal_size(db.path) > WAL_LIMIT:  # checked by the writer, so a fast crawl cannot outgrow it
+                await db.run(truncate_wal)
         while await db.run(self._index_text):
             pass
 
@@ -405,7 +408,7 @@ class Crawler:
                     counts = await frontier.counts()
                     counted_at = time.monotonic()
                     count_cost = counted_at - now
-                due = now - checkpointed >= CHECKPOINT_EVERY or wal_size(db.path) > WAL_LIMIT
+                due = now - checkpointed >= CHECKPOINT_EVERY
                 command = await db.run(publish, crawl_id, snapshot(self.state, self.stats, counts), checkpoint=due)
                 checkpointed = now if due else checkpointed
                 failing = False

@@ -18,8 +18,8 @@ from .media.resolvers import Page as MediaPage
 from .media.resolvers import Registry
 from .media.sniffed import Sniffs
 from .models import Capture, Completion, Entry, FetchOutcome, Link, NewURL, ParsedPage, Previous
-from .parse.decode import decompress, sniff_charset, to_text
-from .parse.guarded import GuardedParser, ParseTimeout
+from .parse.analysis import Analysis, PageInput
+from .parse.guarded import GuardedParser, ParseFailed
 from .parse.simhash import hamming, simhash
 from .politeness import Politeness
 from .results import PageResult, retry_or_fail
@@ -177,23 +177,28 @@ class PageHandler:
             completion.capture = capture
             return PageResult(completion, archived)
         completion = Completion(entry=entry, verdict="done", capture=capture)
-        decoded = None
+        decoded = None  # what the mirror writes
         if 300 <= status < 400:
             await self._follow_redirect(entry, outcome, completion, started)
         elif status >= 400:
             completion.verdict, completion.reason = "failed", f"HTTP {status}"
         elif outcome.content_type in HTML_TYPES and outcome.body:
             try:
-                decoded, text, page = await self._parse(entry, outcome)
-            except ParseTimeout as exc:
+                analysis = await self._parse(entry, outcome)
+            except ParseFailed as exc:
                 completion.verdict, completion.reason = "failed", str(exc)
                 return PageResult(completion, archived)
+            page, decoded = analysis.page, analysis.body
+            assert page is not None  # read under the guard when it had too many tags to read elsewhere
+            parsed_text = page.text
             if rendering is not None:
                 _take_rendering(page, rendering)
             self._apply_robots_tag(outcome, page)
             capture.title, capture.text = page.title, page.text
-            with self._stats.timed("hashing"):
-                capture.simhash = simhash(page.text)
+            capture.simhash = analysis.simhash
+            if page.text is not parsed_text:  # the rendered page's, or none (X-Robots-Tag: noindex)
+                with self._stats.timed("hashing"):
+                    capture.simhash = simhash(page.text)
             if self._config.skip_near_duplicates and capture.simhash is not None:
                 capture.near_duplicate_of = await self._near_duplicate(entry.fp, capture.simhash)
             if capture.near_duplicate_of is None:  # a near-duplicate's links lead where its twin's did
@@ -204,10 +209,10 @@ class PageHandler:
                     completion.drops.clear()
                     self._add_links(entry, page, completion)
             if self._media is not None:
-                self._add_media(entry, text, page, completion, self._media, rendering)
+                self._add_media(entry, analysis.text or "", page, completion, self._media, rendering)
             if rendering is not None:  # requests of the page that were not sent, and why
                 completion.drops.extend(rendering.refused)
-        return PageResult(completion, archived, decoded if self._config.mirror else None, rendering)
+        return PageResult(completion, archived, decoded, rendering)
 
     async def _scope_grew(self, started: float, known: int, drops: list[tuple[str, str]]) -> bool:
         """Whether links judged with `known` hosts in scope must be judged again, because other processes of
@@ -254,21 +259,24 @@ class PageHandler:
             page.nofollow = True
             page.links = [link for link in page.links if link.kind == "requisite"]
 
-    async def _parse(self, entry: Entry, outcome: FetchOutcome) -> tuple[bytes, str, ParsedPage]:
+    async def _parse(self, entry: Entry, outcome: FetchOutcome) -> Analysis:
         config = self._config
-        # An inline parse does not suspend, so the loop thread's clock counts this page alone; a page parsed
-        # in the child (a hostile one) counts the loop's other work while it waits.
-        with self._stats.timed("parse"):
-            body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), config.fetch.max_size)
-            text = to_text(body, sniff_charset(body, outcome.header("Content-Type")))
-            page = await self.parser.parse(
-                text,
-                entry.url,
+        analysis = await self.parser.analyze(
+            PageInput(
+                body=outcome.body,
+                url=entry.url,
+                content_encoding=outcome.header("Content-Encoding"),
+                content_type=outcome.header("Content-Type"),
+                max_size=config.fetch.max_size,
                 requisites=config.scope.page_requisites,
                 follow_nofollow=config.scope.follow_nofollow,
                 media=frozenset(config.media.kinds),
+                keep_text=self._media is not None,
+                keep_body=config.mirror,
             )
-        return body, text, page
+        )
+        self._stats.add_cpu(analysis.cpu, away=analysis.away)
+        return analysis
 
     def _add_media(
         self,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -37,6 +37,8 @@ class Stats:
     browser_restarts: int = 0
     cpu: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     """CPU seconds of the sections timed by stage (`timed`)."""
+    cpu_away: float = 0.0
+    """Of those, the seconds other processes used (a parse worker's), which the crawl's clocks do not see."""
     cpu_by_stage: dict[str, float] = field(default_factory=dict)
     """At the end of a run: CPU seconds of every stage (`webtrawl.cpu.split`)."""
     _window: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=64))
@@ -57,6 +59,14 @@ class Stats:
             yield
         finally:
             self.cpu[stage] += time.thread_time() - started
+
+    def add_cpu(self, seconds: Mapping[str, float], *, away: bool) -> None:
+        """Count CPU seconds by stage measured elsewhere: by a section itself, on the loop or (`away`) in
+        another process."""
+        for stage, spent in seconds.items():
+            self.cpu[stage] += spent
+            if away:
+                self.cpu_away += spent
 
     def render_counts(self) -> dict[str, float]:
         """The rendering counters as the snapshot, the report and /metrics name them."""

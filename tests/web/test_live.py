@@ -298,7 +298,7 @@ async def test_a_running_crawl_is_seen_live_paused_resumed_and_stopped(tmp_path:
 @pytest.mark.slow
 async def test_the_wal_is_truncated_while_readers_keep_it_busy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Readers that keep coming never let SQLite restart its WAL; the crawl's own checkpoint waits for them."""
-    monkeypatch.setattr(crawl_loop, "WAL_LIMIT", 1024 * 1024)
+    monkeypatch.setattr(crawl_loop, "WAL_LIMIT", 4 * 1024 * 1024)
     wal = tmp_path / "crawl.db-wal"
     sizes: list[int] = []
     stop = threading.Event()

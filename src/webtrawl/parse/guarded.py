@@ -1,76 +1,103 @@
-"""Parsing that a hostile page cannot stall.
+"""Reading pages off the event loop: a big run's in a worker process, a hostile page's under a time limit.
 
-HTML parsers (lexbor included) take time that grows much faster than linearly on some malformed markup,
-such as tens of thousands of unclosed or misnested tags: 40 KB of it can take seconds, 10 MB hours. Such
-markup needs many tags, so a page with few tags is parsed here, at once; a page with many is parsed in a
-child process under a time limit, and a child that runs over is killed. Normal pages never pay for the
-child (a 20 KB page has a few hundred tags).
+- Parsing and hashing cost about 1.2 ms a page, a third of a crawl's CPU, and on the loop they hold the one
+  thread that fetches. So a run reads its pages in a worker process (`worker`), and the loop fetches
+  meanwhile. Starting the worker costs about 0.5 s and 30 MB, more than reading a few hundred pages inline,
+  so the first `OFFLOAD_AFTER` pages of a run are read on the loop, and a small crawl never starts one.
+- HTML parsers (lexbor included) take time that grows much faster than linearly on some malformed markup,
+  such as tens of thousands of unclosed or misnested tags: 40 KB of it can take seconds, 10 MB hours. Such
+  markup needs many tags, so a page with more than `MAX_INLINE_TAGS` is read in a second worker under a
+  time limit, and a worker that runs over is killed. Normal pages never go there (a 20 KB page has a few
+  hundred tags), so the first worker needs no limit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
-from ..models import ParsedPage
-from .html import parse_html
-from .media import find_media
+from .analysis import Analysis, PageInput, analyze
+from .worker import ParseWorker, WorkerDied
 
 MAX_INLINE_TAGS = 5000
-"""Pages with more `<` than this are parsed in the child process."""
+"""Pages with more `<` than this are read in the guarded worker."""
 PARSE_TIMEOUT = 10.0
-"""Seconds a page may take to parse in the child before it is given up."""
+"""Seconds a page may take to read in the guarded worker before it is given up."""
+OFFLOAD_AFTER = 256
+"""Pages a run reads on the loop before it starts its worker process."""
 
 
-class ParseTimeout(Exception):
-    """The page's HTML could not be parsed within the time limit."""
+class ParseFailed(Exception):
+    """The page could not be read: its HTML took too long to parse, or ended the parser's process."""
 
 
 class GuardedParser:
-    """`await parser.parse(...)` is `parse_html(...)`, bounded in time; close it with `close()`."""
+    """`await parser.analyze(page)` is `analysis.analyze(page)`, off the loop once the run is big enough and
+    bounded in time; close it with `await close()`."""
 
-    def __init__(self, *, max_inline_tags: int = MAX_INLINE_TAGS, timeout: float = PARSE_TIMEOUT) -> None:
+    def __init__(
+        self,
+        *,
+        max_inline_tags: int = MAX_INLINE_TAGS,
+        timeout: float = PARSE_TIMEOUT,
+        offload_after: int = OFFLOAD_AFTER,
+    ) -> None:
         self._max_inline_tags = max_inline_tags
         self._timeout = timeout
-        self._pool: ProcessPoolExecutor | None = None
+        self._inline_left = offload_after
+        self._worker: ParseWorker | None = None
+        self._guard: ParseWorker | None = None
 
-    async def parse(
-        self, text: str, url: str, *, requisites: bool, follow_nofollow: bool, media: frozenset[str] = frozenset()
-    ) -> ParsedPage:
-        """Links, title and text; also the media of the `media` kinds ("audio", "video") when any is asked."""
-        if text.count("<") <= self._max_inline_tags:
-            return _parse(text, url, requisites, follow_nofollow, media)
-        if self._pool is None:
-            # spawn: the crawl has threads (database, archive), which a forked child must not inherit
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        future = asyncio.get_running_loop().run_in_executor(
-            self._pool, _parse, text, url, requisites, follow_nofollow, media
-        )
+    async def analyze(self, page: PageInput) -> Analysis:
+        """What `page` says; its `page` is never None. Raises `ParseFailed`."""
+        if self._inline_left > 0:
+            self._inline_left -= 1
+            analysis = analyze(page, self._max_inline_tags)
+        else:
+            analysis = await self._in_worker(page)
+        if analysis.page is None:  # too many tags to parse without a limit
+            analysis = await self._guarded(page)
+        return analysis
+
+    async def _in_worker(self, page: PageInput) -> Analysis:
+        # The worker may die (killed, out of memory) with other pages in flight: each is read again by a new
+        # one. A page that ends two workers in a row fails instead of ending more.
+        for _attempt in range(2):
+            if self._worker is None:
+                self._worker = ParseWorker()
+            worker = self._worker
+            try:
+                analysis = await worker.analyze(page, self._max_inline_tags)
+            except WorkerDied:
+                if self._worker is worker:  # the first of its pages to hear of it reaps it
+                    self._worker = None
+                    await worker.close()
+                continue
+            analysis.away = True
+            return analysis
+        raise ParseFailed("the HTML parser's process ended twice reading this page")
+
+    async def _guarded(self, page: PageInput) -> Analysis:
+        if self._guard is None:
+            self._guard = ParseWorker()
+        guard = self._guard
         try:
             async with asyncio.timeout(self._timeout):  # not wait_for: it can swallow a cancellation on 3.11
-                return await future
-        except (TimeoutError, BrokenProcessPool):
-            self._kill()
-            raise ParseTimeout(f"HTML too complex to parse in {self._timeout:g} s") from None
+                analysis = await guard.analyze(page)
+        except (TimeoutError, WorkerDied):
+            if self._guard is guard:
+                self._guard = None
+                guard.kill()
+                await guard.close()
+            raise ParseFailed(f"HTML too complex to parse in {self._timeout:g} s") from None
+        analysis.away = True
+        return analysis
 
-    def _kill(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        for process in list(getattr(pool, "_processes", {}).values()):  # no public way to stop a busy worker
-            process.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-
-def _parse(text: str, url: str, requisites: bool, follow_nofollow: bool, media: frozenset[str]) -> ParsedPage:
-    page = parse_html(text, url, requisites=requisites, follow_nofollow=follow_nofollow)
-    if media:
-        page.media = find_media(text, url, media)
-    return page
+    async def close(self) -> None:
+        """Let the worker finish the pages it was given and exit; stop the guard at once (a page it is
+        reading may take hours, and no one waits for it any more); reap both."""
+        worker, guard, self._worker, self._guard = self._worker, self._guard, None, None
+        if guard is not None:
+            guard.kill()
+            await guard.close()
+        if worker is not None:
+            await worker.close()

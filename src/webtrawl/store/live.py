@@ -74,13 +74,19 @@ def publish(conn: sqlite3.Connection, crawl_id: int, state: dict[str, Any], *, c
         )
         row = conn.execute("SELECT command FROM crawl_control WHERE crawl_id = ?", (crawl_id,)).fetchone()
     if checkpoint:
-        (patience,) = conn.execute("PRAGMA busy_timeout").fetchone()
-        conn.execute(f"PRAGMA busy_timeout = {int(CHECKPOINT_WAIT * 1000)}")
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()  # busy readers: a row saying so, no error
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(patience)}")
+        truncate_wal(conn)
     return None if row is None else str(row[0])
+
+
+def truncate_wal(conn: sqlite3.Connection) -> None:
+    """Copy the WAL back into the database and truncate it, waiting for readers at most `CHECKPOINT_WAIT`
+    (busy readers make it give up until the next time, without an error)."""
+    (patience,) = conn.execute("PRAGMA busy_timeout").fetchone()
+    conn.execute(f"PRAGMA busy_timeout = {int(CHECKPOINT_WAIT * 1000)}")
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(patience)}")
 
 
 def wal_size(database: Path) -> int:

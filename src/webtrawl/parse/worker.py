@@ -1,0 +1,140 @@
+"""A child process that reads pages (`analysis.analyze`) for the crawl, over its stdin and stdout.
+
+It is started as `python -m webtrawl.parse`, not through `multiprocessing`: spawning by
+`multiprocessing` imports the parent's main module again, which fails in a user's script that calls
+`webtrawl.crawl` without an `if __name__ == "__main__"` guard, and its executor adds two threads to the
+crawl's process that wake for every page. Here the loop talks to the child itself: each request and each
+answer is one frame, a 4-byte length and a pickle, answered in order.
+
+The child lives exactly as long as its stdin: it ignores Ctrl-C and SIGTERM (the crawl handles them, and
+finishes the pages in flight, which need the child) and exits when the crawl closes the pipe or dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import pickle
+import signal
+import struct
+import sys
+from collections import deque
+from typing import BinaryIO
+
+from .analysis import Analysis, PageInput, analyze
+
+_LENGTH = struct.Struct("!I")
+
+
+class WorkerDied(Exception):
+    """The child ended (killed, out of memory, crashed) before it answered."""
+
+
+class ReadingFailed(Exception):
+    """Reading the page raised in the child (a bug, told with the original exception's repr); the child
+    goes on with the next page."""
+
+
+class ParseWorker:
+    """One child process; `await worker.analyze(page, max_tags)` is `analyze(page, max_tags)` run there."""
+
+    def __init__(self) -> None:
+        self._process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._waiting: deque[asyncio.Future[Analysis]] = deque()
+        self._starting = asyncio.Lock()  # pages asked for at once must not start a child each
+
+    async def analyze(self, page: PageInput, max_tags: int | None = None) -> Analysis:
+        """Raises `WorkerDied` when the child ends first; it is then done for, and a new one must be used."""
+        process = await self._started()
+        # No await from here to the write: answers come in the order of `_waiting`, which must be the
+        # order the frames were written.
+        answer = asyncio.get_running_loop().create_future()
+        self._waiting.append(answer)
+        data = pickle.dumps((page, max_tags), pickle.HIGHEST_PROTOCOL)
+        assert process.stdin is not None
+        try:
+            process.stdin.write(_LENGTH.pack(len(data)) + data)
+            await process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the reader finds the end of the child and fails every waiting answer, this one included
+        return await answer
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    async def _started(self) -> asyncio.subprocess.Process:
+        async with self._starting:
+            if self._process is None:
+                self._process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    __package__ or "webtrawl.parse",
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                )
+                self._reader = asyncio.create_task(self._read(self._process))
+            return self._process
+
+    async def _read(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        try:
+            while True:
+                (length,) = _LENGTH.unpack(await process.stdout.readexactly(_LENGTH.size))
+                answer: Analysis | str = pickle.loads(await process.stdout.readexactly(length))
+                waiting = self._waiting.popleft()
+                if waiting.done():  # its caller was cancelled
+                    continue
+                if isinstance(answer, str):
+                    waiting.set_exception(ReadingFailed(answer))
+                else:
+                    waiting.set_result(answer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            while self._waiting:
+                waiting = self._waiting.popleft()
+                if not waiting.done():
+                    waiting.set_exception(WorkerDied("the HTML parser's process ended"))
+
+    def kill(self) -> None:
+        """Stop the child now, busy or not; answers not given fail with `WorkerDied`."""
+        if self._process is not None and self._process.returncode is None:
+            self._process.kill()
+
+    async def close(self) -> None:
+        """Let the child finish what it was asked and exit, and reap it (its CPU then counts as the
+        crawl's: `cpu.process_seconds`)."""
+        process, reader = self._process, self._reader
+        if process is None or reader is None:
+            return
+        assert process.stdin is not None
+        process.stdin.close()
+        with contextlib.suppress(ConnectionError):
+            await process.stdin.wait_closed()
+        await reader
+        await process.wait()
+
+
+def serve(requests: BinaryIO, answers: BinaryIO) -> None:
+    """Answer frames from `requests` until it ends."""
+    while header := requests.read(_LENGTH.size):
+        (length,) = _LENGTH.unpack(header)
+        page, max_tags = pickle.loads(requests.read(length))
+        answer: Analysis | str
+        try:
+            answer = analyze(page, max_tags)
+        except Exception as exc:  # one page's bug must not end the others' reading
+            answer = repr(exc)[:300]
+        data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
+        answers.write(_LENGTH.pack(len(data)) + data)
+        answers.flush()
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    answers = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write into the frames
+    serve(sys.stdin.buffer, answers)
