@@ -40,7 +40,10 @@ MAX_TOKENS = 20_000
 # and give the same words: non-ASCII characters that are not word characters (curly quotes, dashes, no-break
 # spaces, lone surrogates) become spaces first, then every ASCII byte outside [0-9A-Za-z_] does. What is left
 # of a non-ASCII character is a word character's UTF-8 bytes, all from 128 up, which the translation keeps.
-_NON_ASCII_NON_WORD = re.compile(r"[^\x00-\x7f\w]+")
+# A page has few distinct non-ASCII characters, so they are judged one by one, each replaced at once; one
+# regular-expression pass over the text would cost about 10 ns a character (0.15 ms on a 20 KB page).
+_WORD_CHARACTER = re.compile(r"\w")
+_ASCII = bytes(range(128))
 _ASCII_NON_WORD_TO_SPACE = bytes(
     byte if byte >= 128 or chr(byte).isalnum() or byte == ord("_") else ord(" ") for byte in range(256)
 )
@@ -109,10 +112,14 @@ def bands(h: int, k: int = NEAR_DISTANCE) -> list[int]:
 
 def _shingles(text: str) -> list[bytes]:
     """The text's 3-word shingles, in order, words joined by one space (UTF-8)."""
-    lowered = text[:MAX_CHARS].lower()
-    if not lowered.isascii():
-        lowered = _NON_ASCII_NON_WORD.sub(" ", lowered)
-    words = lowered.encode().translate(_ASCII_NON_WORD_TO_SPACE).split()[:MAX_TOKENS]
+    data = text[:MAX_CHARS].lower().encode("utf-8", "surrogatepass")
+    if not data.isascii():
+        # A character's UTF-8 bytes are all ASCII or all from 128 up, and no character's bytes occur inside
+        # another's: the non-ASCII bytes alone decode to the non-ASCII characters, and a replace is exact.
+        for character in set(data.translate(None, _ASCII).decode("utf-8", "surrogatepass")):
+            if _WORD_CHARACTER.match(character) is None:
+                data = data.replace(character.encode("utf-8", "surrogatepass"), b" ")
+    words = data.translate(_ASCII_NON_WORD_TO_SPACE).split()[:MAX_TOKENS]
     return list(map(b" ".join, zip(words, words[1:], words[2:], strict=False)))
 
 
