@@ -380,6 +380,12 @@ HREFS = [
     "HTTPS://Example.org:443/",
     "http:relative",
     "http:/single",
+    "http:?q=1",
+    "http:",
+    "HTTP:#f",
+    "ht\ttp:?tab",
+    "https:?q=1",
+    "http:x?y",
     "https:\\\\back\\slash",
     "\\\\host\\x",
     " /lead-space",
@@ -394,6 +400,13 @@ HREFS = [
     "#",
     "data:,x",
 ]
+
+
+def test_an_href_repeating_the_pages_scheme_resolves_against_the_page_itself() -> None:
+    html = '<a href="http:?q=1">q</a><a href="http:">self</a><a href="HTTP:#f">frag</a>'
+    for page in ("http://example.org/foo/bar", "http://example.org/foo/baz"):  # not the first page's answer
+        links = [link.url for link in parse_html(html, page).links]
+        assert links == [f"{page}?q=1", page]  # the page itself, with or without a fragment, is one link
 
 
 @pytest.mark.parametrize("base", BASES)

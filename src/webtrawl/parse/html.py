@@ -169,6 +169,9 @@ def _requisites(tag: str, attrs: dict[str, str | None], add: _Add) -> None:
 
 _STRIPPED = "".join(map(chr, range(33)))
 """What the URL standard strips from both ends of an href (C0 controls and space)."""
+_TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+"""A scheme, as the URL standard reads one at the start of an href."""
 
 
 def _resolution_base(href: str, base: str) -> str | None:
@@ -179,6 +182,8 @@ def _resolution_base(href: str, base: str) -> str | None:
     one the base's directory; only `?query` and `#fragment` links need the whole base.
     """
     stripped = href.lstrip(_STRIPPED)
+    if "\t" in stripped or "\n" in stripped or "\r" in stripped:  # the parser drops them anywhere
+        stripped = stripped.translate(_TAB_OR_NEWLINE)
     if stripped[:1] in ("?", "#", ""):
         return base
     scheme_end = base.find("//") + 2
@@ -186,6 +191,8 @@ def _resolution_base(href: str, base: str) -> str | None:
         return base[: base.find("/", scheme_end) + 1]
     if stripped[:8].lower().startswith(("http://", "https://")):
         return None
+    if _SCHEME.match(stripped):  # `http:?q=1` is relative to the whole page when the scheme is the page's
+        return base
     query = base.find("?", scheme_end)
     return base[: base.rfind("/", scheme_end, None if query < 0 else query) + 1]
 
