@@ -233,6 +233,8 @@ class Capture:
     elapsed: float = 0.0
     warc: WarcLocation | None = None
     error: str | None = None
+    """Why this fetch failed: the network error, `HTTP n` for an error status, or why the page could not be
+    read (its HTML too complex to parse in time)."""
     payload_digest: str | None = None
     """SHA-1 of the body as received (as WARC-Payload-Digest writes it), for change and duplicate checks."""
     unchanged: bool = False

@@ -174,7 +174,7 @@ class PageHandler:
                 completion = retry_or_fail(self._config.fetch, entry, reason, outcome.retry_after)
             else:  # a name that does not exist, a refused address, a bad certificate: asking again cannot help
                 completion = Completion(entry=entry, verdict="failed", reason=reason)
-            completion.capture = capture
+            completion.capture, capture.error = capture, reason
             return PageResult(completion, archived)
         completion = Completion(entry=entry, verdict="done", capture=capture)
         decoded = None  # what the mirror writes
@@ -182,11 +182,13 @@ class PageHandler:
             await self._follow_redirect(entry, outcome, completion, started)
         elif status >= 400:
             completion.verdict, completion.reason = "failed", f"HTTP {status}"
+            capture.error = completion.reason
         elif outcome.content_type in HTML_TYPES and outcome.body:
             try:
                 analysis = await self._parse(entry, outcome)
             except ParseFailed as exc:
                 completion.verdict, completion.reason = "failed", str(exc)
+                capture.error = completion.reason
                 return PageResult(completion, archived)
             page, decoded = analysis.page, analysis.body
             assert page is not None  # read under the guard when it had too many tags to read elsewhere
