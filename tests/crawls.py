@@ -61,7 +61,7 @@ def dropped(out: Path, reason: str) -> set[str]:
     return {
         url
         for (url,) in conn.execute(
-            "SELECT url FROM dropped d WHERE reason = ? AND NOT EXISTS (SELECT 1 FROM urls u WHERE u.fp = d.fp)",
+            "SELECT url FROM dropped WHERE reason = ?",
             (reason,),
         )
     }

@@ -63,7 +63,10 @@ async def test_drops_are_recorded_with_their_reason(site_server: SiteServer, tmp
     assert dropped(tmp_path, "out-of-scope") == set(expected.dropped["scope"])
     assert dropped(tmp_path, "binary-extension") == set(expected.dropped["binary"])
     assert dropped(tmp_path, "repeated-path-segments") == set(expected.dropped["repeated-segments"])
-    assert dropped(tmp_path, "too-deep") == set(expected.dropped["depth"])
+    too_deep = dropped(tmp_path, "too-deep")
+    assert too_deep >= expected.dropped["depth"]
+    # robots.txt is read when a URL is fetched, not when it is found: one found only too deep is a drop
+    assert too_deep - expected.dropped["depth"] <= expected.dropped["robots"]
     blocked = {
         url
         for (url,) in connect(tmp_path).execute(
@@ -184,3 +187,21 @@ async def test_every_failed_capture_has_its_reason_in_the_export(site_server: Si
     assert {status for _url, status, _error in failed} >= {404, 500}
     assert [(url, status, error) for url, status, error in failed if error != f"HTTP {status}"] == []
     assert [url for url, status, error in captures if status is None and not error] == []
+
+
+async def test_the_drop_log_holds_exactly_the_urls_refused_and_never_taken(
+    site_server: SiteServer, tmp_path: Path
+) -> None:
+    site = site_server.site
+    expected = site.expect(max_depth=2)
+    report = await Crawler(fast_config(site_server.url, tmp_path, max_depth=2)).run()
+    conn = connect(tmp_path)
+    # Pages two levels down link back to the seed and to pages at depth 1: those links are refused as too
+    # deep there, but the URLs were taken from closer pages.
+    too_deep = dropped(tmp_path, "too-deep")
+    assert too_deep >= expected.dropped["depth"]
+    # robots.txt is read when a URL is fetched, not when it is found: one found only too deep is a drop
+    assert too_deep - expected.dropped["depth"] <= expected.dropped["robots"]
+    assert conn.execute("SELECT COUNT(*) FROM dropped d JOIN urls u USING (crawl_id, fp)").fetchone() == (0,)
+    (in_table,) = conn.execute("SELECT COUNT(*) FROM dropped").fetchone()
+    assert sum(report.drops.values()) == in_table

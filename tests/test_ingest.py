@@ -229,22 +229,22 @@ async def test_a_url_refused_for_a_budget_stays_out_whichever_arrives_first(craw
     late = [["http://a.test/late-drop", "host-budget", home], ["http://a.test/a", "host-budget", home]]
     assert await crawl.db.run(ingest_drops, crawl.id, early) == 1
     await crawl.ingest([("p1:2-0", fetched("/a", "/early-drop", "/kept"), "node-01")])  # /a done, then a stale drop
-    assert await crawl.db.run(ingest_drops, crawl.id, late) == 2
+    assert await crawl.db.run(ingest_drops, crawl.id, late) == 1  # /a was taken: its drop is stale, not logged
     assert await crawl.db.run(ingest_drops, crawl.id, late + early) == 0
     urls = await crawl.query("SELECT url, state FROM urls ORDER BY id")
     assert urls == [("http://a.test/a", 2), ("http://a.test/", 2), ("http://a.test/kept", 0)]
     assert len(await crawl.query("SELECT * FROM links")) == 4  # a link to a refused URL is still a link
     assert await crawl.db.run(drop_counts, crawl.id) == {"host-budget": 1, "template-budget": 1}
     assert await crawl.query("SELECT referrer_fp FROM dropped WHERE url LIKE '%drop'") == [(int(home),)] * 2
+    assert await crawl.query("SELECT COUNT(*) FROM dropped") == [(2,)]
 
 
 async def test_other_drops_are_recorded_without_removing_a_url(crawl: Crawl) -> None:
     await crawl.ingest([("p1:1-0", fetched("/", "/deep", depth=0), "node-01")])
     drops = [["http://a.test/deep", "too-deep", ""], ["http://other.test/", "off-site", ""]]
-    assert await crawl.db.run(ingest_drops, crawl.id, drops) == 2
+    assert await crawl.db.run(ingest_drops, crawl.id, drops) == 1  # /deep is in the crawl: not a drop
     assert await crawl.url("/deep") == (0, 1, 0, None, 0.0)
     assert await crawl.query("SELECT url, reason, referrer_fp FROM dropped ORDER BY url") == [
-        ("http://a.test/deep", "too-deep", None),
         ("http://other.test/", "off-site", None),
     ]
     assert await crawl.db.run(drop_counts, crawl.id) == {"off-site": 1}
@@ -326,5 +326,29 @@ def test_a_database_of_the_first_schema_is_migrated_with_its_captures(tmp_path: 
     try:
         assert conn.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
         assert conn.execute("SELECT url, node, ingest_key FROM captures").fetchall() == [("http://a.test/", None, None)]
+    finally:
+        conn.close()
+
+
+def test_a_database_whose_drop_log_lists_taken_urls_is_cleaned_when_opened(tmp_path: Path) -> None:
+    old = sqlite3.connect(tmp_path / "crawl.db")
+    old.executescript(f"{';'.join(MIGRATIONS[:8])}; PRAGMA user_version = 8;")
+    old.execute("INSERT INTO hosts(id, crawl_id, host) VALUES (1, 1, 'a.test')")
+    old.execute(
+        "INSERT INTO urls(crawl_id, fp, url, host_id, depth, kind, added_seq, discovered_at, updated_at) "
+        "VALUES (1, 1, 'http://a.test/', 1, 0, 'seed', 0, 0, 0)"
+    )
+    old.execute("INSERT INTO dropped(crawl_id, fp, url, reason) VALUES (1, 1, 'http://a.test/', 'too-deep')")
+    old.execute("INSERT INTO dropped(crawl_id, fp, url, reason) VALUES (1, 2, 'http://a.test/deep', 'too-deep')")
+    old.commit()
+    old.close()
+    conn = connect(tmp_path / "crawl.db")
+    try:
+        assert conn.execute("SELECT url FROM dropped").fetchall() == [("http://a.test/deep",)]
+        conn.execute(  # found closer later: it leaves the log as it enters the crawl
+            "INSERT INTO urls(crawl_id, fp, url, host_id, depth, kind, added_seq, discovered_at, updated_at) "
+            "VALUES (1, 2, 'http://a.test/deep', 1, 1, 'link', 0, 0, 0)"
+        )
+        assert conn.execute("SELECT url FROM dropped").fetchall() == []
     finally:
         conn.close()

@@ -24,7 +24,12 @@ from .schedule import record_schedules, supersede_text
 MAX_STORED_URL = 4096
 """Dropped URLs are kept to this length: a hostile page may link 100 KB URLs."""
 
-_DROP = "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) VALUES (?, ?, ?, ?, ?)"
+# A URL the crawl has taken is not a drop, however it was refused elsewhere (found too deep on one page, it
+# may be in the frontier from another); one it takes later leaves `dropped` (the `urls_taken` trigger).
+_DROP = """
+    INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp)
+    SELECT ?1, ?2, ?3, ?4, ?5 WHERE NOT EXISTS (SELECT 1 FROM urls WHERE crawl_id = ?1 AND fp = ?2)
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +72,7 @@ def record_batch(conn: sqlite3.Connection, crawl_id: int, batch: Sequence[Comple
 
 
 def record_drops(conn: sqlite3.Connection, crawl_id: int, drops: Iterable[tuple[str, str, int | None]]) -> int:
-    """Record refused URLs as (url, reason, referrer fp); a URL recorded before keeps its first reason.
-    Returns how many were new."""
+    """Record refused URLs as (url, reason, referrer fp); a URL recorded before keeps its first reason, and
+    one the crawl has taken is left out. Returns how many were new."""
     rows = [(crawl_id, fingerprint(url), url[:MAX_STORED_URL], reason, referrer) for url, reason, referrer in drops]
     return conn.executemany(_DROP, rows).rowcount

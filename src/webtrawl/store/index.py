@@ -133,12 +133,10 @@ def index_text(conn: sqlite3.Connection, *, limit: int = INDEX_CHUNK) -> int:
 
 
 def drop_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
-    """Dropped URLs counted by reason, leaving out those the crawl accepted later by a shorter path."""
+    """Dropped URLs counted by reason."""
     return dict(
         conn.execute(
-            "SELECT reason, COUNT(*) FROM dropped d WHERE crawl_id = ? AND NOT EXISTS "
-            "(SELECT 1 FROM urls u WHERE u.crawl_id = d.crawl_id AND u.fp = d.fp) "
-            "GROUP BY reason ORDER BY COUNT(*) DESC",
+            "SELECT reason, COUNT(*) FROM dropped WHERE crawl_id = ? GROUP BY reason ORDER BY COUNT(*) DESC",
             (crawl_id,),
         ).fetchall()
     )

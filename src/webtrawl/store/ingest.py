@@ -197,14 +197,13 @@ def ingest_drops(conn: sqlite3.Connection, crawl_id: int, drops: Sequence[Sequen
     waiting row goes (a row that was ever handed out stays: it was admitted, and this drop is stale).
     """
     with transaction(conn):
-        new = record_drops(
-            conn, crawl_id, ((url, reason, int(referrer) if referrer else None) for url, reason, referrer in drops)
-        )
         conn.executemany(
             "DELETE FROM urls WHERE crawl_id = ? AND fp = ? AND state = 0 AND attempts = 0",
             [(crawl_id, fingerprint(url)) for url, reason, _referrer in drops if reason in _BUDGETS],
         )
-    return new
+        return record_drops(
+            conn, crawl_id, ((url, reason, int(referrer) if referrer else None) for url, reason, referrer in drops)
+        )
 
 
 def settle_unreached(conn: sqlite3.Connection, crawl_id: int) -> int:

@@ -15,8 +15,9 @@ One file, `DIR/crawl.db`, holds every crawl of a directory, each row tagged with
   stream entry they came from (`ingest_key`, unique within a crawl, so an entry read twice is written
   once: see `store.ingest`); an embedded crawl leaves both NULL.
 - `links`: edges between fingerprints (the link graph; in-links are found through `links_dst`).
-- `dropped`: URLs the scope refused, each once with the first reason (a URL later accepted at a
-  smaller depth is in `urls` too, and reports leave it out).
+- `dropped`: URLs the crawl refused and has not taken, each once with the first reason. A URL in `urls`
+  is never recorded (found too deep on one page, it may be in the frontier from another), and one that
+  enters `urls` later (found closer, its host gained) leaves `dropped` (trigger `urls_taken`).
 - `warc_files`: each WARC file's committed end; on resume every file is cut back to it.
 - `crawl_live`, `crawl_control`: a running crawl's snapshot (JSON, rewritten every second) and the last
   command a dashboard gave it, so a dashboard in another process watches and steers it.
@@ -223,7 +224,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY(crawl_id, band, fp)
     ) WITHOUT ROWID;
     """,
-    # 10: what was archived with a rendered page (its requests, its DOM, its thumbnail), found by URL and time
+    # 7: what was archived with a rendered page (its requests, its DOM, its thumbnail), found by URL and time
     # when the archive replays the page (see `store.replay`).
     """
     CREATE TABLE resources(
@@ -242,11 +243,19 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX resources_url ON resources(crawl_id, url, fetched_at);
     """,
-    # 11: streams (HLS, DASH) collected as media tasks: the protocol, the segments joined, and a DASH
+    # 8: streams (HLS, DASH) collected as media tasks: the protocol, the segments joined, and a DASH
     # stream's separate audio file when it was not muxed into the main one.
     """
     ALTER TABLE media ADD COLUMN stream TEXT;
     ALTER TABLE media ADD COLUMN segments INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE media ADD COLUMN audio_path TEXT;
+    """,
+    # 9: the drop log holds only URLs the crawl has not taken (earlier crawls recorded a URL refused as too
+    # deep on one page even when it was fetched from another).
+    """
+    DELETE FROM dropped WHERE EXISTS (SELECT 1 FROM urls u WHERE u.crawl_id = dropped.crawl_id AND u.fp = dropped.fp);
+    CREATE TRIGGER urls_taken AFTER INSERT ON urls BEGIN
+        DELETE FROM dropped WHERE crawl_id = NEW.crawl_id AND fp = NEW.fp;
+    END;
     """,
 )
