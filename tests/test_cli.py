@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -118,6 +119,18 @@ async def test_crawl_export_status_round_trip(site_server: SiteServer, tmp_path:
 
     code, status, _ = await webtrawl("status", str(tmp_path))
     assert code == 0 and "done" in status and "waiting" in status
+
+
+async def test_resuming_a_crawl_whose_urls_were_normalized_otherwise_says_what_to_do(
+    site_server: SiteServer, tmp_path: Path
+) -> None:
+    code, _, _ = await webtrawl("crawl", site_server.url, "--out", str(tmp_path), "--max-pages", "3", *FAST)
+    assert code == 0
+    with sqlite3.connect(tmp_path / "crawl.db") as conn:  # as a crawl begun before escapes were upper-cased
+        conn.execute("UPDATE crawls SET identity = json_set(identity, '$.normalization', 2)")
+    code, _, err = await webtrawl("crawl", site_server.url, "--out", str(tmp_path), *FAST)
+    assert code == 2
+    one_line_error(err, "older webtrawl", "percent escapes are upper-cased", "--name", "--out")
 
 
 async def test_resume_with_changed_scope_is_a_usage_error(site_server: SiteServer, tmp_path: Path) -> None:

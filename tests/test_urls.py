@@ -9,6 +9,7 @@ import xxhash
 
 from webtrawl.errors import InvalidURL
 from webtrawl.urls import (
+    NORMALIZATION_CHANGES,
     NORMALIZATION_VERSION,
     fingerprint,
     host_key,
@@ -65,11 +66,13 @@ NORMALIZED = [
     ("?x=1", BASE, "http://a.example/b/c/d?x=1"),
     ("http://a.example/x?q=a b", None, "http://a.example/x?q=a%20b"),
     ("http://a.example/x?q=it's", None, "http://a.example/x?q=it%27s"),
-    # percent garbage and escapes are kept as they are
+    # percent garbage is kept as it is; escapes too, their hex digits upper-cased (RFC 3986 §6.2.2.1)
     ("http://a.example/%zz%", None, "http://a.example/%zz%"),
     ("http://a.example/100%", None, "http://a.example/100%"),
     ("http://a.example/?%", None, "http://a.example/?%"),
-    ("http://a.example/%7e", None, "http://a.example/%7e"),
+    ("http://a.example/%7e", None, "http://a.example/%7E"),
+    ("http://a.example/caf%c3%a9?q=%2f&r=%Aa", None, "http://a.example/caf%C3%A9?q=%2F&r=%AA"),
+    ("http://a.example/%e2%82%ac%zz%2", None, "http://a.example/%E2%82%AC%zz%2"),
     ("http://a.example/~user", None, "http://a.example/~user"),
     ("http://a.example/a%2Fb", None, "http://a.example/a%2Fb"),
     # spaces, raw unicode and control characters
@@ -308,8 +311,22 @@ def test_session_id_removal_is_stable_on_random_odd_strings() -> None:
         assert normalize(result) == result, url
 
 
-def test_session_id_removal_is_part_of_the_normalization_version() -> None:
-    assert NORMALIZATION_VERSION == 2
+def test_each_change_of_the_normalization_has_a_version() -> None:
+    assert NORMALIZATION_VERSION == 3
+    assert NORMALIZATION_CHANGES[3] == "percent escapes are upper-cased"
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("http://a.example/%7e", "http://a.example/%7E"),
+        ("http://a.example/%c3%a9", "http://a.example/%C3%A9"),
+        ("http://a.example/?q=%c3%A9", "http://a.example/?q=%C3%a9"),
+        ("/%7e", "http://a.example/%7E"),
+    ],
+)
+def test_equivalent_percent_escapes_are_one_url(one: str, other: str) -> None:
+    assert normalize(one, "http://a.example/") == normalize(other, "http://a.example/")
 
 
 @pytest.mark.parametrize(

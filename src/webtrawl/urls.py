@@ -6,10 +6,11 @@ are stripped, backslashes count as slashes, hosts are lowercased and IDNA-encode
 (`0x7f.1`) are canonicalized, default ports dropped and dot segments resolved. On top of that,
 `normalize` drops the fragment, an empty query (`?` alone), trailing dots of the host name and session
 ids (see `SESSION_PARAMS`): a site that puts a fresh session id into every link would otherwise look like
-an endless supply of new URLs.
+an endless supply of new URLs. The hex digits of percent escapes are upper-cased (`%7e` is `%7E`, as RFC
+3986 §6.2.2.1 says they are equivalent).
 
-Deliberately *not* done, because servers may tell these apart: decoding or re-casing percent escapes
-(`/%7e` and `/~` stay different), reordering or removing other query parameters, removing a trailing
+Deliberately *not* done, because servers may tell these apart: decoding percent escapes (`/%7E` and `/~`
+stay different), reordering or removing other query parameters, removing a trailing
 slash (`/a` and `/a/` stay different), removing userinfo (`http://user:pw@host/` is kept as given, so it
 is stored and sent as given).
 
@@ -27,10 +28,10 @@ from xxhash import xxh3_64_intdigest
 
 from .errors import ConfigError, InvalidURL
 
-NORMALIZATION_VERSION: int = 2
-"""Bumped whenever `normalize` can return a different string for some input: part of a crawl's identity.
-
-2: session ids are removed."""
+NORMALIZATION_CHANGES = {2: "session ids are removed", 3: "percent escapes are upper-cased"}
+"""What each version of `normalize` changed."""
+NORMALIZATION_VERSION: int = max(NORMALIZATION_CHANGES)
+"""Bumped whenever `normalize` can return a different string for some input: part of a crawl's identity."""
 
 SESSION_PARAMS = frozenset(["sid", "sessionid", "session_id", "phpsessid", "jsessionid", "cfid", "cftoken"])
 """Query parameter names (compared lower-cased) that carry a session id; `aspsessionid…` too, whatever
@@ -38,6 +39,8 @@ follows the prefix (ASP appends random letters), and the `;jsessionid=…` path 
 too many sites use it for a search."""
 
 _JSESSIONID = re.compile(r";jsessionid=[^/;?]*", re.IGNORECASE)
+_LOWER_ESCAPE = re.compile(r"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F])")
+"""A percent escape with a lower-case hex digit (the parser keeps them as written)."""
 _DIGITS = re.compile(r"[0-9]+")
 
 _SIGN_BIT = 1 << 63
@@ -73,6 +76,8 @@ def normalize(url: str, base: str | None = None) -> str:
     # Likewise the first '?' starts the query; a lone one at the end is an empty query.
     if href[-1] == "?" and href.index("?") == len(href) - 1:
         href = href[:-1]
+    if "%" in href:
+        href = _LOWER_ESCAPE.sub(_upper, href)
     if ";" in href:
         href = _strip_jsessionid(href)
     query_at = href.find("?")
@@ -86,6 +91,10 @@ def normalize(url: str, base: str | None = None) -> str:
     if href[href.find("/", 8) - 1] == "." or ".:" in href:
         href = _strip_host_dots(href)
     return href
+
+
+def _upper(escape: re.Match[str]) -> str:
+    return escape[0].upper()
 
 
 def _strip_jsessionid(href: str) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import IdentityMismatch, StoreError
+from ..urls import NORMALIZATION_CHANGES
 from .db import transaction
 
 
@@ -32,6 +33,8 @@ def open_crawl(conn: sqlite3.Connection, name: str, identity: dict[str, Any]) ->
     known = json.loads(stored)
     if isinstance(known.get("seeds"), list):  # coordinators before `store.opened` kept a seed given twice twice
         known["seeds"] = sorted(set(known["seeds"]))
+    if known.get("normalization") != identity.get("normalization"):
+        raise IdentityMismatch(_renormalized(name, known.get("normalization"), identity.get("normalization")))
     found = differences(known, identity)
     if found:
         raise IdentityMismatch(
@@ -39,6 +42,20 @@ def open_crawl(conn: sqlite3.Connection, name: str, identity: dict[str, Any]) ->
             "use the same ones to resume, or another --name / --out for a new crawl"
         )
     return crawl_id, json.loads(extra)
+
+
+def _renormalized(name: str, was: Any, now: Any) -> str:
+    """Why a crawl begun by a webtrawl that wrote URLs another way cannot go on here, and what to do."""
+    if isinstance(was, int) and isinstance(now, int) and was < now:
+        changed = "; ".join(NORMALIZATION_CHANGES[v] for v in sorted(NORMALIZATION_CHANGES) if was < v <= now)
+        by = f"an older webtrawl (URL normalization {was}; since then {changed})"
+    else:
+        by = f"another webtrawl (URL normalization {was}, this one's is {now})"
+    return (
+        f"crawl {name!r} in this directory was started by {by}: its frontier would not recognize the URLs "
+        "this one finds. Resume it with the webtrawl version that started it, or start a new crawl here with "
+        "another --name, or in another --out"
+    )
 
 
 def differences(stored: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
