@@ -81,6 +81,15 @@ Sitemap: http://example.org/sitemap.xml
         ("User-agent: webtrawl-pro\nDisallow: /", "/x", True),
         ("User-agent: otherbot\nUser-agent: webtrawl\nDisallow: /shared", "/shared", False),
         ("User-agent: *\nDisallow: /a\n\nUser-agent: webtrawl\nDisallow: /b", "/a", True),
+        # only Allow and Disallow end a group's User-agent lines: other lines leave them in one group
+        ("User-agent: webtrawl\nInvalid-Unknown-Line: x\nUser-agent: *\nDisallow: /", "/x", False),
+        ("User-agent: webtrawl\nCrawl-delay: 2\nUser-agent: *\nDisallow: /", "/x", False),
+        ("User-agent: webtrawl\nSitemap: /s.xml\nUser-agent: *\nDisallow: /", "/x", False),
+        # a User-agent value names the agent up to its first character outside [a-zA-Z_-]
+        ("User-Agent: WEBTRAWL BOT\nDisallow: /", "/x", False),
+        ("User-agent: webtrawl/2.0\nDisallow: /", "/x", False),
+        ("User-agent: web\nAllow: /\nUser-agent: *\nDisallow: /", "/x", False),  # not a prefix
+        ("User-agent: *bot\nDisallow: /", "/x", True),
         # what is not a robots.txt allows everything
         ("", "/x", True),
         ("<!doctype html><html><body><h1>Welcome</h1>Disallow: /</body></html>", "/x", True),
@@ -106,6 +115,8 @@ def test_allowed(robots: str, path: str, allowed: bool) -> None:
         ("User-agent: *\nCrawl-delay: -1", None),
         ("User-agent: *\nDisallow: /x", None),
         ("User-agent: otherbot\nCrawl-delay: 30", None),
+        ("User-agent: webtrawl\nCrawl-delay: 2\nUser-agent: otherbot\nDisallow: /", 2.0),
+        ("User-agent: *\nCrawl-delay: 5\nUser-agent: webtrawl\nDisallow: /x", None),
         ("", None),
     ],
 )

@@ -12,6 +12,7 @@ Google's rules (developers.google.com/search/docs/crawling-indexing/robots/robot
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urljoin
@@ -36,12 +37,13 @@ MAX_REDIRECTS = 5
 class RobotsRules:
     """What one site's robots.txt says to one crawler.
 
-    `allowed` is called for every URL before it is fetched, so it must stay cheap: the parsed rules are
-    kept, and protego remembers which group applies to our agent after the first call.
+    `allowed` is called for every URL before it is fetched, so it must stay cheap: the groups that apply
+    to our agent are chosen once, when the file is parsed, and only their rules are kept.
     """
 
     parser: Protego | None = None
-    """The parsed file; None when there is none to obey (allow all, or disallow all if unreachable)."""
+    """The rules that apply to `agent`, as one group; None when there is none to obey (allow all, or
+    disallow all if unreachable)."""
     agent: str = "*"
     """The product token matched against User-agent lines, e.g. "webtrawl"."""
     unreachable: bool = False
@@ -82,9 +84,96 @@ def product_token(user_agent: str) -> str:
 
 
 def parse_robots(text: str, user_agent: str) -> RobotsRules:
-    """Rules from the text of a robots.txt, for the crawler calling itself `user_agent`."""
-    parser = Protego.parse(text.removeprefix("\ufeff"))
-    return RobotsRules(parser=parser, agent=product_token(user_agent), sitemaps=tuple(parser.sitemaps))
+    """Rules from the text of a robots.txt, for the crawler calling itself `user_agent`.
+
+    Groups are read as RFC 9309 and Google's parser (github.com/google/robotstxt) read them, which
+    protego alone does not: a group's User-agent lines end only at an Allow or Disallow line, so an
+    unknown line (or a Sitemap, a Crawl-delay) between two User-agent lines leaves them in one group;
+    a User-agent value names the agent up to its first character outside [a-zA-Z_-] ("FOO BAR" names
+    foo); every group naming our agent counts, and the `*` groups count only when none does. protego
+    then matches paths against the rules of those groups alone.
+    """
+    agent = product_token(user_agent)
+    parser = Protego.parse(_applicable(text.removeprefix("\ufeff"), agent))
+    return RobotsRules(parser=parser, agent=agent, sitemaps=tuple(parser.sitemaps))
+
+
+_MAX_LINE = 2083 * 8 - 1
+"""Bytes of a line that count, as in Google's parser; the rest of a longer line is ignored."""
+
+_KINDS = (
+    ("user-agent", ("user-agent", "useragent", "user agent")),
+    ("allow", ("allow",)),
+    ("disallow", ("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw")),
+    ("sitemap", ("sitemap", "site-map")),
+)
+"""Line names by the prefixes that spell them, misspellings included, in the order Google tries them."""
+
+_NAME = re.compile(r"[a-zA-Z_-]*")
+
+
+def _applicable(text: str, agent: str) -> str:
+    """The robots.txt that holds just what applies to `agent`: the rules of its groups under one
+    `User-agent: *`, and every Sitemap line.
+
+    A group is one or more User-agent lines and what follows until a User-agent line comes after an Allow
+    or Disallow; lines outside any group are ignored. Groups naming `agent` are merged, and so are the
+    `*` groups, which apply only when no group names `agent`. A group naming both is `agent`'s.
+    """
+    name = _agent_name(agent)
+    named: list[str] = []
+    anyone: list[str] = []
+    sitemaps: list[str] = []
+    in_named = in_anyone = saw_rule = ever_named = False
+    for line in text.splitlines():
+        directive = _directive(line)
+        if directive is None:
+            continue
+        kind, value = directive
+        if kind == "user-agent":
+            if saw_rule:
+                in_named = in_anyone = saw_rule = False
+            if value[:1] == "*" and value[1:2].strip() == "":
+                in_anyone = True
+            elif name and _agent_name(value) == name:
+                in_named = ever_named = True
+        elif kind == "sitemap":
+            sitemaps.append(f"Sitemap: {value}")
+        elif in_named or in_anyone:
+            saw_rule = saw_rule or kind in ("allow", "disallow")
+            (named if in_named else anyone).append(f"{kind}: {value}")
+    rules = named if ever_named else anyone
+    return "\n".join((["User-agent: *", *rules] if rules else []) + sitemaps)
+
+
+def _agent_name(value: str) -> str:
+    """The product token a User-agent value names: its start up to the first character outside
+    [a-zA-Z_-], lower-cased ("" when it starts with another character)."""
+    match = _NAME.match(value)
+    return match[0].lower() if match else ""
+
+
+def _directive(line: str) -> tuple[str, str] | None:
+    """(kind, value) of one robots.txt line, None for a blank line, a comment or no `name: value` shape.
+
+    The kind is "user-agent", "allow", "disallow", "sitemap" or, for any other name, that name lower-cased.
+    As in Google's parser, a name counts by its prefix ("Disallowed:" is a Disallow), and a line without a
+    colon may use whitespace instead when it has exactly two words ("Disallow /x").
+    """
+    if len(line) > _MAX_LINE // 4:  # a shorter line cannot exceed the limit, even in four-byte characters
+        line = line.encode("utf-8", "surrogatepass")[:_MAX_LINE].decode("utf-8", "ignore")
+    line = line.partition("#")[0].strip()
+    key, colon, value = line.partition(":")
+    if not colon:
+        words = line.split()
+        if len(words) != 2:
+            return None
+        key, value = words
+    key = key.strip().lower()
+    if not key:
+        return None
+    kind = next((kind for kind, prefixes in _KINDS if key.startswith(prefixes)), key)
+    return kind, value.strip()
 
 
 @dataclass(frozen=True, slots=True)
