@@ -2,7 +2,7 @@
 
 Exit codes: 0 done (or stopped from the dashboard or `webtrawl control`), 1 the crawl fetched nothing, 2 a
 usage error (one line, no traceback), 130 stopped by Ctrl-C. A stopped crawl resumes when the same command
-runs again.
+runs again. `show` exits 1 when its reader stops early (`| head`): what it printed is incomplete.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from .store.index import rendered_counts
 from .store.live import obeyed, read_snapshot, send_command, stored_counts
 from .store.media import media_counts
 from .store.schedule import due_counts
+from .store.show import capture_lines, captures_of, iso_time, latest_archived, read_message
+from .urls import normalize
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
 from .web.site import Site
 
@@ -297,6 +299,64 @@ def export(directory: Path, fmt: str, name: str | None, output: Path | None, med
         _fail(f"cannot write {output}: {exc.strerror}")
     except USAGE_ERRORS as exc:
         _fail(str(exc))
+
+
+@main.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("url")
+@click.option("--name", help=NAME_HELP)
+@click.option(
+    "--decoded", is_flag=True, help="The payload with its Content-Encoding undone (headers stay as archived)."
+)
+@click.option("--list", "list_captures", is_flag=True, help="One line per capture of URL, oldest first, instead.")
+def show(directory: Path, url: str, name: str | None, decoded: bool, list_captures: bool) -> None:
+    """Print the archived response of URL's latest capture: status line, headers, a blank line, then the
+    payload as received (still compressed if the server compressed it).
+
+    An unchanged re-fetch (a revisit record) shows the response it repeats, and says so on stderr.
+    """
+    if decoded and list_captures:
+        _fail("--list prints no payload: give --list or --decoded, not both")
+    try:
+        url = normalize(url)
+    except InvalidURL as exc:
+        _fail(f"bad URL {url}: {exc}")
+    try:
+        with contextlib.closing(connect(directory / DB_NAME, readonly=True)) as conn:
+            crawl_id = crawl_id_of(conn, crawl_name(conn, name))
+            captures = captures_of(conn, crawl_id, url)
+            if list_captures:
+                _write_out("".join(line + "\n" for line in capture_lines(captures)).encode())
+                return
+            capture, source = latest_archived(conn, crawl_id, captures)
+        message = read_message(directory, source)
+    except USAGE_ERRORS as exc:
+        _fail(str(exc))
+    if source is not capture:
+        _say(
+            f"the capture of {iso_time(capture.fetched_at)} is a revisit record (unchanged): showing the "
+            f"response it repeats, captured {iso_time(source.fetched_at)}"
+        )
+    if source.truncated:
+        _say(f"the payload was cut when fetched ({source.truncated})")
+    payload = message.payload
+    if decoded:
+        payload, cut = message.decoded()
+        if cut:
+            _say("the payload is damaged or too large to decode whole: shown as far as it decodes")
+    _write_out(message.head + payload)
+
+
+def _write_out(data: bytes) -> None:
+    """Write `data` to stdout; a reader that stops early (`| head`) ends the command quietly, with exit 1
+    since the output is incomplete."""
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again on exit: point it where that cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
 
 
 def _when(at: float) -> str:
