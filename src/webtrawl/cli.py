@@ -18,12 +18,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import click
 from redis.exceptions import RedisError
 
 from . import __version__
+from .archive_commands import export, show
 from .cluster.events import Event
 from .cluster.frontier import Layout
 from .cluster.runs import run_coordinator, run_worker
@@ -32,39 +33,31 @@ from .cluster.status import OBEYED as DISTRIBUTED_OBEYED
 from .cluster.status import control as distributed_control
 from .config import CrawlConfig
 from .crawler import Crawler
-from .errors import ConfigError, InvalidURL, StoreError
 from .flags import build_config, crawl_options, layout_of
 from .interrupts import Interrupts, interruptible
 from .progress import Progress, describe, print_nodes, print_report, print_status, report_line
 from .stats import CrawlReport
 from .store.crawls import DEFAULT_NAME, crawl_id_of, crawl_name
 from .store.db import DB_NAME, DirectoryLock, connect
-from .store.export import export as export_rows
-from .store.export import export_media
 from .store.index import rendered_counts
 from .store.live import obeyed, read_snapshot, send_command, stored_counts
 from .store.media import media_counts
 from .store.schedule import due_counts
-from .store.show import capture_lines, captures_of, iso_time, latest_archived, read_message
-from .urls import normalize
+from .terminal import NAME_HELP, USAGE_ERRORS, fail, say
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
 from .web.site import Site
 
-USAGE_ERRORS = (ConfigError, InvalidURL, StoreError)
-
-
 T = TypeVar("T")
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"webtrawl: error: {message}", err=True)
-    sys.exit(2)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="webtrawl")
 def main() -> None:
     """A breadth-first, resumable, polite web crawler: WARC archive + SQLite index."""
+
+
+main.add_command(export)
+main.add_command(show)
 
 
 @main.command()
@@ -98,7 +91,7 @@ def crawl(
     try:
         config = build_config(seeds, out, name, config_file, flags)
     except USAGE_ERRORS as exc:
-        _fail(str(exc))
+        fail(str(exc))
     with contextlib.ExitStack() as stack:
         if serve_dashboard:
             stack.enter_context(_dashboard_beside(config, redis_url, port))
@@ -109,7 +102,7 @@ def crawl(
             run_pass = partial(_coordinator_pass, config, redis_url, layout, not no_fetch, quiet)
         else:
             run_pass = partial(_embedded_pass, config, quiet)
-        ended = _run(interruptible(partial(_passes, run_pass, config.revisit.every, quiet), _say))
+        ended = _run(interruptible(partial(_passes, run_pass, config.revisit.every, quiet), say))
         if ended is None:
             click.echo("interrupted: run the same command again to resume", err=True)
             sys.exit(130)
@@ -155,7 +148,7 @@ async def _coordinator_pass(
     config: CrawlConfig, redis_url: str, layout: Layout, fetch: bool, quiet: bool, interrupts: Interrupts
 ) -> tuple[CrawlReport, Nodes]:
     def on_event(event: Event) -> None:
-        _say(describe(event))
+        say(describe(event))
 
     return await run_coordinator(
         config, redis_url, layout, fetch=fetch, on_event=None if quiet else on_event, interrupts=interrupts
@@ -170,7 +163,7 @@ def _dashboard_beside(
     try:
         dashboard = Dashboard(site, DEFAULT_HOST, port)
     except USAGE_ERRORS as exc:
-        _fail(str(exc))
+        fail(str(exc))
     click.echo(f"dashboard: {dashboard.url}", err=True)
     return dashboard.beside()
 
@@ -192,9 +185,6 @@ def _finish(report: CrawlReport, quiet: bool, *, final: bool = True) -> None:
         sys.exit(1)
 
 
-NAME_HELP = "The crawl (default: the directory's only crawl)."
-
-
 @main.command()
 @click.argument("directory", type=click.Path(path_type=Path), required=False)
 @click.option("--name", help=NAME_HELP + " With --redis: 'default'.")
@@ -205,7 +195,7 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
         print_status(_run(crawl_status(redis_url, name or DEFAULT_NAME)))
         return
     if directory is None:
-        _fail("give the crawl DIRECTORY, or --redis URL for a distributed crawl")
+        fail("give the crawl DIRECTORY, or --redis URL for a distributed crawl")
     try:
         conn = connect(directory / DB_NAME, readonly=True)
         name = crawl_name(conn, name)
@@ -219,7 +209,7 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
         rendered, subresources = rendered_counts(conn, crawl_id)
         last = read_snapshot(conn, crawl_id)
     except USAGE_ERRORS as exc:
-        _fail(str(exc))
+        fail(str(exc))
     click.echo(f"crawl {name!r} in {directory}")
     for label in ("waiting", "running", "done", "failed"):
         click.echo(f"  {label:8} {counts[label]:>10,}")
@@ -266,7 +256,7 @@ def serve(
         with site.reader():  # a missing directory or crawl is one line now, not an error on every page
             pass
     except USAGE_ERRORS as exc:
-        _fail(str(exc))
+        fail(str(exc))
     click.echo(f"dashboard of crawl {name!r} in {directory}: {dashboard.url}  (Ctrl-C to quit)")
     asyncio.run(_serve_until_interrupted(dashboard))
 
@@ -276,87 +266,6 @@ async def _serve_until_interrupted(dashboard: Dashboard) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, dashboard.stop)
     await dashboard.serve()
-
-
-@main.command()
-@click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "cdxj"]), default="jsonl", show_default=True)
-@click.option("--name", help=NAME_HELP)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="File to write (default: stdout).")
-@click.option("--media", is_flag=True, help="Export the media index (one row per media file) instead of captures.")
-def export(directory: Path, fmt: str, name: str | None, output: Path | None, media: bool) -> None:
-    """Write one row per capture (or per media file) as JSON lines, CSV or CDXJ."""
-    write = export_media if media else export_rows
-    try:
-        conn = connect(directory / DB_NAME, readonly=True)
-        name = crawl_name(conn, name)
-        if output is None:
-            write(conn, name, fmt, sys.stdout)  # type: ignore[arg-type]
-        else:
-            with output.open("w", newline="", encoding="utf-8") as stream:
-                write(conn, name, fmt, stream)  # type: ignore[arg-type]
-    except OSError as exc:
-        _fail(f"cannot write {output}: {exc.strerror}")
-    except USAGE_ERRORS as exc:
-        _fail(str(exc))
-
-
-@main.command()
-@click.argument("directory", type=click.Path(path_type=Path))
-@click.argument("url")
-@click.option("--name", help=NAME_HELP)
-@click.option(
-    "--decoded", is_flag=True, help="The payload with its Content-Encoding undone (headers stay as archived)."
-)
-@click.option("--list", "list_captures", is_flag=True, help="One line per capture of URL, oldest first, instead.")
-def show(directory: Path, url: str, name: str | None, decoded: bool, list_captures: bool) -> None:
-    """Print the archived response of URL's latest capture: status line, headers, a blank line, then the
-    payload as received (still compressed if the server compressed it).
-
-    An unchanged re-fetch (a revisit record) shows the response it repeats, and says so on stderr.
-    """
-    if decoded and list_captures:
-        _fail("--list prints no payload: give --list or --decoded, not both")
-    try:
-        url = normalize(url)
-    except InvalidURL as exc:
-        _fail(f"bad URL {url}: {exc}")
-    try:
-        with contextlib.closing(connect(directory / DB_NAME, readonly=True)) as conn:
-            crawl_id = crawl_id_of(conn, crawl_name(conn, name))
-            captures = captures_of(conn, crawl_id, url)
-            if list_captures:
-                _write_out("".join(line + "\n" for line in capture_lines(captures)).encode())
-                return
-            capture, source = latest_archived(conn, crawl_id, captures)
-        message = read_message(directory, source)
-    except USAGE_ERRORS as exc:
-        _fail(str(exc))
-    if source is not capture:
-        _say(
-            f"the capture of {iso_time(capture.fetched_at)} is a revisit record (unchanged): showing the "
-            f"response it repeats, captured {iso_time(source.fetched_at)}"
-        )
-    if source.truncated:
-        _say(f"the payload was cut when fetched ({source.truncated})")
-    payload = message.payload
-    if decoded:
-        payload, cut = message.decoded()
-        if cut:
-            _say("the payload is damaged or too large to decode whole: shown as far as it decodes")
-    _write_out(message.head + payload)
-
-
-def _write_out(data: bytes) -> None:
-    """Write `data` to stdout; a reader that stops early (`| head`) ends the command quietly, with exit 1
-    since the output is incomplete."""
-    try:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        # Python flushes stdout again on exit: point it where that cannot fail.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
 
 
 def _when(at: float) -> str:
@@ -370,10 +279,6 @@ def _setup_logging(verbose: bool) -> None:
     )
 
 
-def _say(line: str) -> None:
-    click.echo(line, err=True)
-
-
 def _run(job: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine: errors are one line, a Ctrl-C before its own handling is in place exits."""
     try:
@@ -384,7 +289,7 @@ def _run(job: Coroutine[Any, Any, T]) -> T:
         message = _expected(exc)
         if message is None:
             raise
-        _fail(message)
+        fail(message)
 
 
 def _expected(exc: BaseException) -> str | None:
@@ -429,7 +334,7 @@ def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None,
     ended = _run(
         interruptible(
             lambda interrupts: run_worker(redis_url, name, out=out, concurrency=concurrency, interrupts=interrupts),
-            _say,
+            say,
         )
     )
     if ended is None:
@@ -465,17 +370,17 @@ def control(command: str, directory: Path | None, redis_url: str | None, name: s
             sys.exit(1)
         return
     if directory is None:
-        _fail("give the crawl DIRECTORY, or --redis URL for a distributed crawl")
+        fail("give the crawl DIRECTORY, or --redis URL for a distributed crawl")
     command = "run" if command == "resume" else command
     try:
         crawl = _crawl_in(directory, name)
         if not DirectoryLock.held(directory):
-            _fail(f"crawl {crawl!r} in {directory} is not running")
+            fail(f"crawl {crawl!r} in {directory} is not running")
         sent = time.time()
         send_command(directory, crawl, command)
         state = _wait_obeyed(directory, crawl, command, sent)
     except USAGE_ERRORS as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if state is None:
         click.echo(f"crawl {crawl!r} in {directory}: {command} sent; it did not obey within {OBEY_WAIT:.0f} s")
         sys.exit(1)

@@ -178,24 +178,44 @@ def record_path(warc_dir: Path, name: str) -> Path | None:
 
 
 def read_response(path: Path, offset: int, length: int, url: str) -> ArchivedResponse:
-    """The response record of `url` at `offset` in WARC file `path`; StoreError says what is wrong if it is
-    unreadable, damaged, or not that URL's response."""
-    data, where = _read_member(path, offset, length)
-    return _parse_record(data, url, where)
+    """The response record of `url` at `offset` in WARC file `path`, its payload decoded; StoreError says
+    what is wrong if it is unreadable, damaged, or not that URL's response."""
+    http_head, found, body = read_block(path, offset, length, "response", url).partition(b"\r\n\r\n")
+    http_lines = http_head.decode("latin-1").split("\r\n")
+    status_line = http_lines[0].split(" ", 2)
+    if not found or len(status_line) < 2 or not status_line[1].isdigit():
+        raise StoreError(f"{_where(path, offset)} is damaged (no HTTP status line)")
+    headers = [(name.strip(), value.strip()) for name, _, value in (line.partition(":") for line in http_lines[1:])]
+    encoding = next((value for name, value in headers if name.lower() == "content-encoding"), None)
+    decoded, _cut = decompress(body, encoding, BODY_LIMIT)
+    return ArchivedResponse(int(status_line[1]), headers, decoded)
 
 
 def read_made(path: Path, offset: int, length: int, uri: str) -> bytes:
     """The block of the resource record webtrawl made for a rendered page (`urn:dom:…`, `urn:thumbnail:…`)."""
+    return read_block(path, offset, length, "resource", uri)
+
+
+def read_block(path: Path, offset: int, length: int, kind: str, uri: str) -> bytes:
+    """The block of the `kind` record ("response", "resource") of `uri` at `offset` in WARC file `path`, as
+    written (a response's is the HTTP message as received); StoreError says what is wrong if it is
+    unreadable, damaged, or another record."""
     data, where = _read_member(path, offset, length)
     fields, rest = _warc_fields(data, where)
-    if fields.get("warc-type") != "resource" or fields.get("warc-target-uri") != uri:
-        raise StoreError(f"{where} is not the record {uri!r}: the index does not match")
+    if fields.get("warc-type") != kind:
+        raise StoreError(f"{where} is a {fields.get('warc-type', 'typeless')} record, not a {kind}")
+    if fields.get("warc-target-uri") != uri:
+        raise StoreError(f"{where} holds {fields.get('warc-target-uri')!r}, not {uri!r}: the index does not match")
     return _block(fields, rest, where)
+
+
+def _where(path: Path, offset: int) -> str:
+    return f"the record at byte {offset} of {path.name}"
 
 
 def _read_member(path: Path, offset: int, length: int) -> tuple[bytes, str]:
     """The inflated gzip member (one record) at `offset`, and how to name it in an error."""
-    where = f"the record at byte {offset} of {path.name}"
+    where = _where(path, offset)
     if offset < 0 or not 0 < length <= RECORD_LIMIT:
         raise StoreError(f"{where} has an impossible length ({length} bytes): the index is damaged")
     try:
@@ -230,21 +250,3 @@ def _block(fields: dict[str, str], rest: bytes, where: str) -> bytes:
     if not size.isdigit() or len(block) < int(size):
         raise StoreError(f"{where} is damaged (its block is shorter than its Content-Length)")
     return block
-
-
-def _parse_record(data: bytes, url: str, where: str) -> ArchivedResponse:
-    fields, rest = _warc_fields(data, where)
-    if fields.get("warc-type") != "response":
-        raise StoreError(f"{where} is a {fields.get('warc-type', 'typeless')} record, not a response")
-    if fields.get("warc-target-uri") != url:
-        raise StoreError(f"{where} holds {fields.get('warc-target-uri')!r}, not {url!r}: the index does not match")
-    block = _block(fields, rest, where)
-    http_head, found, body = block.partition(b"\r\n\r\n")
-    http_lines = http_head.decode("latin-1").split("\r\n")
-    status_line = http_lines[0].split(" ", 2)
-    if not found or len(status_line) < 2 or not status_line[1].isdigit():
-        raise StoreError(f"{where} is damaged (no HTTP status line)")
-    headers = [(name.strip(), value.strip()) for name, _, value in (line.partition(":") for line in http_lines[1:])]
-    encoding = next((value for name, value in headers if name.lower() == "content-encoding"), None)
-    decoded, _cut = decompress(body, encoding, BODY_LIMIT)
-    return ArchivedResponse(int(status_line[1]), headers, decoded)

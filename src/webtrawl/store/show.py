@@ -26,11 +26,9 @@ from ..urls import fingerprint
 from .replay import (
     BODY_LIMIT,
     ArchivedCapture,
-    _block,
-    _read_member,
-    _warc_fields,
     capture_by_id,
     original_of,
+    read_block,
     record_path,
 )
 
@@ -113,13 +111,10 @@ def read_message(directory: Path, capture: ArchivedCapture) -> ArchivedMessage:
     if path is None:
         elsewhere = f" (node {capture.node} fetched it: the file is in that node's directory)" if capture.node else ""
         raise StoreError(f"the WARC file {name} is missing from {directory / WARC_DIR}{elsewhere}")
-    data, where = _read_member(path, capture.warc_offset or 0, capture.warc_length or 0)
-    fields, rest = _warc_fields(data, where)
-    if fields.get("warc-type") != "response" or fields.get("warc-target-uri") != capture.url:
-        raise StoreError(f"{where} is not the response record of {capture.url}: the index does not match")
-    head, found, payload = _block(fields, rest, where).partition(b"\r\n\r\n")
+    block = read_block(path, capture.warc_offset or 0, capture.warc_length or 0, "response", capture.url)
+    head, found, payload = block.partition(b"\r\n\r\n")
     if not found:
-        raise StoreError(f"{where} is damaged (no end to its HTTP header)")
+        raise StoreError(f"the record of {capture.url} in {name} is damaged (no end to its HTTP header)")
     return ArchivedMessage(head + b"\r\n\r\n", payload)
 
 

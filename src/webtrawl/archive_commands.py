@@ -1,0 +1,102 @@
+"""The commands that read what a crawl archived, without crawling: `export` (rows, the CDXJ index, or a
+WACZ package) and `show` (one URL's archived response)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import InvalidURL
+from .store.crawls import crawl_id_of, crawl_name
+from .store.db import DB_NAME, connect
+from .store.export import export as export_rows
+from .store.export import export_media
+from .store.show import capture_lines, captures_of, iso_time, latest_archived, read_message
+from .store.wacz import export_wacz
+from .terminal import NAME_HELP, USAGE_ERRORS, fail, reader_gone, say, write_out
+from .urls import normalize
+
+
+@click.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(["jsonl", "csv", "cdxj", "wacz"]), default="jsonl", show_default=True
+)
+@click.option("--name", help=NAME_HELP)
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), help="File to write (default: stdout; wacz: required)."
+)
+@click.option("--media", is_flag=True, help="Export the media index (one row per media file) instead of captures.")
+def export(directory: Path, fmt: str, name: str | None, output: Path | None, media: bool) -> None:
+    """Write one row per capture (or per media file) as JSON lines, CSV or CDXJ; or the whole crawl as a
+    WACZ package (WARC files, index, pages list) that ReplayWeb.page and pywb open."""
+    if fmt == "wacz" and (output is None or media):
+        fail("--format wacz writes a package of the whole crawl to a file: give -o FILE.wacz (and no --media)")
+    write = export_media if media else export_rows
+    try:
+        conn = connect(directory / DB_NAME, readonly=True)
+        name = crawl_name(conn, name)
+        if fmt == "wacz":
+            assert output is not None
+            pages = export_wacz(conn, directory, name, output)
+            say(f"wrote {output}: {pages:,} pages listed, {output.stat().st_size / 1e6:,.1f} MB")
+        elif output is None:
+            write(conn, name, fmt, sys.stdout)  # type: ignore[arg-type]
+        else:
+            with output.open("w", newline="", encoding="utf-8") as stream:
+                write(conn, name, fmt, stream)  # type: ignore[arg-type]
+    except BrokenPipeError:
+        reader_gone()
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror}")
+    except USAGE_ERRORS as exc:
+        fail(str(exc))
+
+
+@click.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("url")
+@click.option("--name", help=NAME_HELP)
+@click.option(
+    "--decoded", is_flag=True, help="The payload with its Content-Encoding undone (headers stay as archived)."
+)
+@click.option("--list", "list_captures", is_flag=True, help="One line per capture of URL, oldest first, instead.")
+def show(directory: Path, url: str, name: str | None, decoded: bool, list_captures: bool) -> None:
+    """Print the archived response of URL's latest capture: status line, headers, a blank line, then the
+    payload as received (still compressed if the server compressed it).
+
+    An unchanged re-fetch (a revisit record) shows the response it repeats, and says so on stderr.
+    """
+    if decoded and list_captures:
+        fail("--list prints no payload: give --list or --decoded, not both")
+    try:
+        url = normalize(url)
+    except InvalidURL as exc:
+        fail(f"bad URL {url}: {exc}")
+    try:
+        with contextlib.closing(connect(directory / DB_NAME, readonly=True)) as conn:
+            crawl_id = crawl_id_of(conn, crawl_name(conn, name))
+            captures = captures_of(conn, crawl_id, url)
+            if list_captures:
+                write_out("".join(line + "\n" for line in capture_lines(captures)).encode())
+                return
+            capture, source = latest_archived(conn, crawl_id, captures)
+        message = read_message(directory, source)
+    except USAGE_ERRORS as exc:
+        fail(str(exc))
+    if source is not capture:
+        say(
+            f"the capture of {iso_time(capture.fetched_at)} is a revisit record (unchanged): showing the "
+            f"response it repeats, captured {iso_time(source.fetched_at)}"
+        )
+    if source.truncated:
+        say(f"the payload was cut when fetched ({source.truncated})")
+    payload = message.payload
+    if decoded:
+        payload, cut = message.decoded()
+        if cut:
+            say("the payload is damaged or too large to decode whole: shown as far as it decodes")
+    write_out(message.head + payload)

@@ -1,0 +1,71 @@
+"""`webtrawl export DIR --format wacz`: the crawl as a WACZ package that Webrecorder's validator accepts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.crawls import connect, fast_config
+from tests.sites import SiteServer
+from tests.test_cli import webtrawl
+from webtrawl import Crawler
+from webtrawl.errors import StoreError
+from webtrawl.store.wacz import export_wacz
+
+
+async def crawled(server: SiteServer, out: Path) -> sqlite3.Connection:
+    await Crawler(fast_config(server.url, out, max_depth=2)).run()
+    return connect(out)
+
+
+async def test_the_package_is_valid_and_holds_the_crawl(site_server: SiteServer, tmp_path: Path) -> None:
+    conn = await crawled(site_server, tmp_path / "crawl")
+    wacz = tmp_path / "crawl.wacz"
+    listed = export_wacz(conn, tmp_path / "crawl", "default", wacz)
+
+    checked = subprocess.run(
+        [sys.executable, "-m", "wacz", "validate", "-f", str(wacz)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0 and "Validation succeeded" in checked.stdout, checked.stdout
+    html = {
+        url
+        for (url,) in conn.execute(
+            "SELECT url FROM captures WHERE status = 200 AND content_type = 'text/html' AND warc_file IS NOT NULL"
+        )
+    }
+    with zipfile.ZipFile(wacz) as package:
+        names = package.namelist()
+        pages = [json.loads(line) for line in package.read("pages/pages.jsonl").decode().splitlines()]
+        index = gzip.decompress(package.read("indexes/index.cdx.gz")).decode().splitlines()
+    warcs = {name for (name,) in conn.execute("SELECT DISTINCT warc_file FROM captures WHERE warc_file IS NOT NULL")}
+    assert {name.removeprefix("archive/") for name in names if name.startswith("archive/")} == warcs
+    assert pages[0]["format"] == "json-pages-1.0"
+    assert sorted(page["url"] for page in pages[1:]) == sorted(html) and listed == len(html)
+    indexed = {json.loads(line.split(" ", 2)[2])["url"] for line in index}
+    assert html <= indexed
+
+
+async def test_a_missing_warc_file_is_named(site_server: SiteServer, tmp_path: Path) -> None:
+    conn = await crawled(site_server, tmp_path / "crawl")
+    (first,) = conn.execute("SELECT MIN(warc_file) FROM captures").fetchone()
+    (tmp_path / "crawl" / "warc" / first).unlink()
+    with pytest.raises(StoreError, match=f"not in .*first: {first}"):
+        export_wacz(conn, tmp_path / "crawl", "default", tmp_path / "crawl.wacz")
+
+
+async def test_the_command_writes_the_package_and_says_what_it_holds(site_server: SiteServer, tmp_path: Path) -> None:
+    await crawled(site_server, tmp_path / "crawl")
+    code, _out, err = await webtrawl(
+        "export", str(tmp_path / "crawl"), "--format", "wacz", "-o", str(tmp_path / "c.wacz")
+    )
+    assert code == 0 and err.startswith(f"wrote {tmp_path / 'c.wacz'}: ") and "pages listed" in err
+    assert zipfile.is_zipfile(tmp_path / "c.wacz")
+    code, _out, err = await webtrawl("export", str(tmp_path / "crawl"), "--format", "wacz")
+    assert code == 2 and "give -o FILE.wacz" in err and "Traceback" not in err
