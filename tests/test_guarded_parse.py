@@ -7,6 +7,9 @@ import asyncio
 import gzip
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -87,6 +90,20 @@ async def test_a_killed_worker_is_replaced_and_the_page_still_read() -> None:
     assert analysis.page is not None and analysis.page.title == "after"
 
 
+async def test_a_worker_that_died_while_idle_is_replaced_too() -> None:
+    parser = GuardedParser(offload_after=0)
+    try:
+        await parser.analyze(page("<title>first</title>"))
+        assert parser._worker is not None and parser._worker.pid is not None
+        os.kill(parser._worker.pid, signal.SIGKILL)
+        await asyncio.sleep(0.5)  # its end is noticed before the next page comes
+        async with asyncio.timeout(60):  # a page asked of the dead worker would wait for ever
+            analysis = await parser.analyze(page("<title>after</title>"))
+    finally:
+        await parser.close()
+    assert analysis.page is not None and analysis.page.title == "after"
+
+
 async def test_many_tags_are_read_in_the_guarded_child_with_the_same_result() -> None:
     parser = GuardedParser(max_inline_tags=100)
     html = "<title>many</title>" + "".join(f'<p><a href="/p{i}">{i}</a></p>' for i in range(300))
@@ -113,8 +130,44 @@ async def test_a_page_too_slow_to_parse_is_given_up_and_the_parser_recovers() ->
 async def test_closing_stops_a_guard_busy_with_a_page_nobody_waits_for() -> None:
     parser = GuardedParser(timeout=3600.0)
     reading = asyncio.create_task(parser.analyze(page("<div>" * 200_000)))  # hours of lexbor time
-    while parser._guard is None or parser._guard.pid is None:
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(60):
+        while parser._guard is None or parser._guard.pid is None:
+            await asyncio.sleep(0.01)
+    guard = parser._guard
     reading.cancel()
-    await parser.close()  # returns: the guard was killed, not waited for
-    assert parser._guard is None
+    async with asyncio.timeout(60):  # killed, not waited for
+        await parser.close()
+    assert guard._process is not None and guard._process.returncode is not None
+
+
+def test_a_guard_busy_with_a_page_exits_when_its_crawl_is_killed() -> None:
+    script = (
+        "import asyncio, sys\n"
+        "from tests.test_guarded_parse import page\n"
+        "from webtrawl.parse.guarded import GuardedParser\n"
+        "async def main():\n"
+        "    parser = GuardedParser(timeout=3600.0)\n"
+        "    task = asyncio.create_task(parser.analyze(page('<div>' * 200_000)))\n"
+        "    while parser._guard is None or parser._guard.pid is None:\n"
+        "        await asyncio.sleep(0.01)\n"
+        "    print(parser._guard.pid, flush=True)\n"
+        "    await task\n"
+        "asyncio.run(main())\n"
+    )
+    crawl = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert crawl.stdout is not None
+    guard = int(crawl.stdout.readline())
+    crawl.kill()  # as kill -9 would: nothing closes the pipe while the guard is busy parsing
+    crawl.wait()
+    crawl.stdout.close()
+    for _ in range(300):
+        try:
+            os.kill(guard, 0)
+        except ProcessLookupError:
+            return
+        with open(f"/proc/{guard}/stat") as stat:  # reaped by init, or a zombie: gone either way
+            if stat.read().split(") ", 1)[1].startswith("Z"):
+                return
+        time.sleep(0.1)
+    os.kill(guard, signal.SIGKILL)
+    raise AssertionError("the guard outlived its crawl by 30 s")

@@ -69,3 +69,31 @@ async def test_the_command_writes_the_package_and_says_what_it_holds(site_server
     assert zipfile.is_zipfile(tmp_path / "c.wacz")
     code, _out, err = await webtrawl("export", str(tmp_path / "crawl"), "--format", "wacz")
     assert code == 2 and "give -o FILE.wacz" in err and "Traceback" not in err
+
+
+async def test_only_what_the_crawl_committed_is_packaged(site_server: SiteServer, tmp_path: Path) -> None:
+    conn = await crawled(site_server, tmp_path / "crawl")
+    (first,) = conn.execute("SELECT MIN(warc_file) FROM captures").fetchone()
+    with (tmp_path / "crawl" / "warc" / first).open("ab") as warc:  # as a crawl killed mid-record leaves it
+        warc.write(b"\x1f\x8b\x08\x00" + b"half a record" * 200)
+    wacz = tmp_path / "crawl.wacz"
+    export_wacz(conn, tmp_path / "crawl", "default", wacz)
+    checked = subprocess.run(
+        [sys.executable, "-m", "wacz", "validate", "-f", str(wacz)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0 and "Validation succeeded" in checked.stdout, checked.stdout
+
+
+# The wacz library leaves a spooled temporary file of its own unclosed when a WARC file is damaged.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_a_damaged_warc_file_is_one_error_and_leaves_no_package(site_server: SiteServer, tmp_path: Path) -> None:
+    conn = await crawled(site_server, tmp_path / "crawl")
+    (first, offset, length) = conn.execute(
+        "SELECT warc_file, warc_offset, warc_length FROM captures WHERE warc_file IS NOT NULL ORDER BY id LIMIT 1"
+    ).fetchone()
+    with (tmp_path / "crawl" / "warc" / first).open("r+b") as warc:
+        warc.seek(offset + 10)  # past the gzip header: the record's compressed bytes
+        warc.write(bytes(range(256)) * (length // 256))
+    with pytest.raises(StoreError, match="could not package the crawl"):
+        export_wacz(conn, tmp_path / "crawl", "default", tmp_path / "crawl.wacz")
+    assert list(tmp_path.glob("crawl.wacz*")) == []

@@ -51,7 +51,7 @@ def export(directory: Path, fmt: str, name: str | None, output: Path | None, med
     except BrokenPipeError:
         reader_gone()
     except OSError as exc:
-        fail(f"cannot write {output}: {exc.strerror}")
+        fail(f"cannot write {output}: {exc.strerror}" if exc.filename in (None, str(output)) else str(exc))
     except USAGE_ERRORS as exc:
         fail(str(exc))
 

@@ -5,7 +5,7 @@ Most stages own a thread, whose CPU clock the kernel keeps at no cost to the cra
 (decoding included) and hashing (SimHash; the payload digest of a re-fetch) are timed where they run
 (`Stats.cpu`): on the event loop's thread, or in the parse worker process, which reports its own clock. What
 else the loop does is fetching (aiohttp, the scheduler, judging a page), and what no named thread did (DNS
-resolution threads, the parse worker's queue threads, the browser's driver) is `other`.
+resolution threads, the parse worker's pickling and pipe, the browser's driver) is `other`.
 """
 
 from __future__ import annotations

@@ -59,22 +59,26 @@ class GuardedParser:
         return analysis
 
     async def _in_worker(self, page: PageInput) -> Analysis:
-        # The worker may die (killed, out of memory) with other pages in flight: each is read again by a new
-        # one. A page that ends two workers in a row fails instead of ending more.
-        for _attempt in range(2):
+        # The worker may die (killed, out of memory, or by the page it was reading) with other pages in
+        # flight: each is read again by a new one. A page that ends two workers while they read it fails
+        # instead of ending more; the pages waiting behind it are not blamed.
+        deaths = 0
+        while True:
             if self._worker is None:
                 self._worker = ParseWorker()
             worker = self._worker
             try:
                 analysis = await worker.analyze(page, self._max_inline_tags)
-            except WorkerDied:
+            except WorkerDied as died:
                 if self._worker is worker:  # the first of its pages to hear of it reaps it
                     self._worker = None
                     await worker.close()
+                deaths += died.reading
+                if deaths == 2:
+                    raise ParseFailed("the HTML parser's process ended twice reading this page") from None
                 continue
             analysis.away = True
             return analysis
-        raise ParseFailed("the HTML parser's process ended twice reading this page")
 
     async def _guarded(self, page: PageInput) -> Analysis:
         if self._guard is None:

@@ -6,18 +6,22 @@ It is started as `python -m webtrawl.parse`, not through `multiprocessing`: spaw
 crawl's process that wake for every page. Here the loop talks to the child itself: each request and each
 answer is one frame, a 4-byte length and a pickle, answered in order.
 
-The child lives exactly as long as its stdin: it ignores Ctrl-C and SIGTERM (the crawl handles them, and
-finishes the pages in flight, which need the child) and exits when the crawl closes the pipe or dies.
+The child lives as long as the crawl: it runs in a session of its own, so the terminal's Ctrl-C goes to
+the crawl alone (which finishes the pages in flight, and they need the child); it exits when the crawl
+closes the pipe, and within a second of the crawl's end however that came, even in the middle of a page.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import pickle
 import signal
 import struct
 import sys
+import threading
+import time
 from collections import deque
 from typing import BinaryIO
 
@@ -27,7 +31,12 @@ _LENGTH = struct.Struct("!I")
 
 
 class WorkerDied(Exception):
-    """The child ended (killed, out of memory, crashed) before it answered."""
+    """The child ended (killed, out of memory, crashed) before it answered. `reading`: it was reading this
+    page then (the others were only waiting behind it)."""
+
+    def __init__(self, message: str, *, reading: bool = False) -> None:
+        super().__init__(message)
+        self.reading = reading
 
 
 class ReadingFailed(Exception):
@@ -43,15 +52,18 @@ class ParseWorker:
         self._reader: asyncio.Task[None] | None = None
         self._waiting: deque[asyncio.Future[Analysis]] = deque()
         self._starting = asyncio.Lock()  # pages asked for at once must not start a child each
+        self._ended = False
 
     async def analyze(self, page: PageInput, max_tags: int | None = None) -> Analysis:
         """Raises `WorkerDied` when the child ends first; it is then done for, and a new one must be used."""
+        data = pickle.dumps((page, max_tags), pickle.HIGHEST_PROTOCOL)
         process = await self._started()
+        if self._ended:  # it died with no page waiting: nothing would ever answer this one
+            raise WorkerDied("the HTML parser's process ended")
         # No await from here to the write: answers come in the order of `_waiting`, which must be the
         # order the frames were written.
         answer = asyncio.get_running_loop().create_future()
         self._waiting.append(answer)
-        data = pickle.dumps((page, max_tags), pickle.HIGHEST_PROTOCOL)
         assert process.stdin is not None
         try:
             process.stdin.write(_LENGTH.pack(len(data)) + data)
@@ -73,6 +85,7 @@ class ParseWorker:
                     __package__ or "webtrawl.parse",
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
+                    start_new_session=True,  # the terminal's Ctrl-C is the crawl's to handle
                 )
                 self._reader = asyncio.create_task(self._read(self._process))
             return self._process
@@ -93,10 +106,12 @@ class ParseWorker:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self._ended, reading = True, True
             while self._waiting:
                 waiting = self._waiting.popleft()
                 if not waiting.done():
-                    waiting.set_exception(WorkerDied("the HTML parser's process ended"))
+                    waiting.set_exception(WorkerDied("the HTML parser's process ended", reading=reading))
+                reading = False
 
     def kill(self) -> None:
         """Stop the child now, busy or not; answers not given fail with `WorkerDied`."""
@@ -109,19 +124,32 @@ class ParseWorker:
         process, reader = self._process, self._reader
         if process is None or reader is None:
             return
+        if reader.done():  # nothing reads its answers any more: it may be blocked writing one
+            self.kill()
         assert process.stdin is not None
         process.stdin.close()
         with contextlib.suppress(ConnectionError):
             await process.stdin.wait_closed()
-        await reader
+        await asyncio.wait([reader])
         await process.wait()
+
+
+def _outlive_no_parent(parent: int) -> None:
+    """Exit as soon as the crawl is gone, even mid-page (a hostile page may take hours to parse, and a crawl
+    killed with -9 never closes the pipe): lexbor releases the GIL while it parses, so this thread runs."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def serve(requests: BinaryIO, answers: BinaryIO) -> None:
     """Answer frames from `requests` until it ends."""
-    while header := requests.read(_LENGTH.size):
+    while len(header := requests.read(_LENGTH.size)) == _LENGTH.size:
         (length,) = _LENGTH.unpack(header)
-        page, max_tags = pickle.loads(requests.read(length))
+        frame = requests.read(length)
+        if len(frame) < length:  # the crawl ended in the middle of a frame
+            return
+        page, max_tags = pickle.loads(frame)
         answer: Analysis | str
         try:
             answer = analyze(page, max_tags)
@@ -134,7 +162,7 @@ def serve(requests: BinaryIO, answers: BinaryIO) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    threading.Thread(target=_outlive_no_parent, args=(os.getppid(),), daemon=True).start()
     answers = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the frames
     serve(sys.stdin.buffer, answers)

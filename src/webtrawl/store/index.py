@@ -133,10 +133,13 @@ def index_text(conn: sqlite3.Connection, *, limit: int = INDEX_CHUNK) -> int:
 
 
 def drop_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
-    """Dropped URLs counted by reason."""
+    """Dropped URLs counted by reason, leaving out URLs the crawl took: a database of an older webtrawl
+    opened read-only (not migrated, see schema 9) may still list them."""
     return dict(
         conn.execute(
-            "SELECT reason, COUNT(*) FROM dropped WHERE crawl_id = ? GROUP BY reason ORDER BY COUNT(*) DESC",
+            "SELECT reason, COUNT(*) FROM dropped d WHERE crawl_id = ? AND NOT EXISTS "
+            "(SELECT 1 FROM urls u WHERE u.crawl_id = d.crawl_id AND u.fp = d.fp) "
+            "GROUP BY reason ORDER BY COUNT(*) DESC",
             (crawl_id,),
         ).fetchall()
     )

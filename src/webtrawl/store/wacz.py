@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import shutil
 import sqlite3
 import tempfile
 import time
@@ -42,7 +44,8 @@ def export_wacz(conn: sqlite3.Connection, directory: Path, crawl: str, output: P
     """Write crawl `crawl` of `directory` to the WACZ file `output`; return how many pages it lists.
 
     StoreError when the `wacz` package is missing, when a WARC file of the crawl is not in `DIR/warc` (a
-    distributed crawl's nodes keep theirs: copy them there first), or when the crawl has no WARC file.
+    distributed crawl's nodes keep theirs: copy them there first), when the crawl has no WARC file, or
+    when one is damaged; then nothing is left at `output`. Only what the crawl committed is packaged.
     """
     try:
         from wacz.main import main as wacz_main
@@ -59,17 +62,36 @@ def export_wacz(conn: sqlite3.Connection, directory: Path, crawl: str, output: P
             f"{len(missing)} WARC file(s) of crawl {crawl!r} are not in {directory / 'warc'} "
             f"(first: {missing[0]}); a distributed crawl's nodes keep theirs: copy them there"
         )
+    ends = dict(conn.execute("SELECT name, committed_end FROM warc_files WHERE crawl_id = ?", (crawl_id,)))
+    partial = output.with_name(output.name + ".part")
     with tempfile.TemporaryDirectory() as scratch:
+        inputs = [_committed(path, ends.get(path.name), Path(scratch)) for path in warcs if path is not None]
         pages = Path(scratch) / "pages.jsonl"
         count = _write_pages(conn, crawl_id, pages)
-        arguments = ["create", *map(str, warcs), "-o", str(output), "-p", str(pages), "--copy-pages"]
+        arguments = ["create", *map(str, inputs), "-o", str(partial), "-p", str(pages), "--copy-pages"]
         arguments += ["--title", crawl]
         chatter = io.StringIO()  # the library reports its progress on stdout, which may be the user's pipe
-        with contextlib.redirect_stdout(chatter):
-            failed = wacz_main(arguments)
+        try:
+            with contextlib.redirect_stdout(chatter):
+                failed = wacz_main(arguments)
+        except Exception as exc:  # a damaged WARC file, as the library's reader says it
+            failed, chatter = 1, io.StringIO(f"{type(exc).__name__}: {exc}")
         if failed:
+            partial.unlink(missing_ok=True)
             raise StoreError(f"the wacz library could not package the crawl: {chatter.getvalue().strip()[-300:]}")
+    partial.replace(output)
     return count
+
+
+def _committed(path: Path, end: int | None, scratch: Path) -> Path:
+    """`path`, or a copy of its committed part: a running crawl, or one killed and not resumed yet, has
+    records past the end its database knows, possibly half written."""
+    if end is None or path.stat().st_size <= end:
+        return path
+    copy = scratch / path.name
+    shutil.copyfile(path, copy)
+    os.truncate(copy, end)
+    return copy
 
 
 def _write_pages(conn: sqlite3.Connection, crawl_id: int, path: Path) -> int:
