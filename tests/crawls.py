@@ -77,7 +77,8 @@ def request_counts(log: list, *, host: str | None = None) -> Counter[str]:
 
 
 def check_warcs(out: Path) -> int:
-    """Validate every WARC file with warcio and FastWARC (digests included); return the response count.
+    """Validate every WARC file with warcio and FastWARC (digests included); return how many responses are
+    archived: response records, and the metadata records of responses whose body was not downloaded.
 
     Also checks the index and the archive agree: each capture's record is at its offset with its URL.
     """
@@ -88,7 +89,7 @@ def check_warcs(out: Path) -> int:
         with file.open("rb") as stream:
             for record in ArchiveIterator(stream, check_digests="raise"):
                 record.content_stream().read()
-                responses += record.rec_type == "response"
+                responses += record.rec_type in ("response", "metadata")
         with file.open("rb") as stream:
             for record in FastIterator(stream, parse_http=False):
                 assert record.verify_block_digest(), f"bad block digest in {file.name}"

@@ -167,7 +167,7 @@ async def test_non_html_bodies_are_skipped_unless_asked(site_server: SiteServer,
     site = site_server.site
     await Crawler(config(site_server.url, tmp_path / "a", max_depth=site.deepest)).run()
     query = "SELECT size, truncated, content_type FROM captures WHERE url LIKE '%.txt'"
-    assert connect(tmp_path / "a").execute(query).fetchone() == (0, "length", "text/plain")
+    assert connect(tmp_path / "a").execute(query).fetchone() == (0, "not-downloaded", "text/plain")
     check_warcs(tmp_path / "a")
     fetch = FetchConfig(backoff=0.05, fetch_non_html=True)
     await Crawler(config(site_server.url, tmp_path / "b", max_depth=site.deepest, fetch=fetch)).run()

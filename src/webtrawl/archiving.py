@@ -17,7 +17,7 @@ from .fetch.page import Rendering
 from .models import Capture, Resource
 from .results import PageResult
 from .store.mirror import Mirror
-from .store.warc import WarcWriter
+from .store.warc import WarcWriter, kept_as_metadata
 from .urls import normalize
 
 COMMIT_BATCH = 512
@@ -71,9 +71,12 @@ def archive(batch: list[PageResult], warc: WarcWriter, mirror: Mirror | None) ->
         capture: Capture | None = result.completion.capture
         if result.outcome is not None and capture is not None:
             revisit = result.completion.entry.previous if capture.unchanged else None
-            capture.warc = warc.write(result.outcome, revisit)
+            location = warc.write(result.outcome, revisit)
+            if kept_as_metadata(result.outcome):
+                continue  # there is no copy to replay
+            capture.warc = location
             # The record's digest is the capture's: the page was not hashed twice (a revisit's is its original's).
-            capture.payload_digest = capture.payload_digest or capture.warc.payload_digest
+            capture.payload_digest = capture.payload_digest or location.payload_digest
             if result.rendering is not None:
                 _archive_rendering(result.rendering, capture, warc)
             if mirror is not None and result.decoded is not None:

@@ -139,6 +139,10 @@ class ParsedPage:
     """Audio, video and playlists the page points at (found only when the crawl collects media)."""
 
 
+NOT_DOWNLOADED = "not-downloaded"
+"""A capture's `truncated` when its body was skipped (see `FetchOutcome.body_skipped`)."""
+
+
 @dataclass(slots=True, kw_only=True)
 class FetchOutcome:
     """What one HTTP request produced: a response (possibly an error status) or an error without one."""
@@ -156,6 +160,8 @@ class FetchOutcome:
     """The body as received: content-encoding intact, transfer-encoding removed, cut at the size limit."""
     truncated: str | None = None
     """Why the body is incomplete, as WARC-Truncated says it: "length", "time" or "disconnect"."""
+    body_skipped: bool = False
+    """The body was not downloaded at all: not a page, and the crawl does not fetch other types."""
     error: str | None = None
     """Why there is no usable response: a short reason recorded with the URL."""
     retryable: bool = False
@@ -218,6 +224,8 @@ class Capture:
     content_type: str
     size: int
     truncated: str | None = None
+    """Why the body is incomplete ("length", "time", "disconnect", as WARC-Truncated says), or
+    "not-downloaded" when it was skipped (see `FetchOutcome.body_skipped`)."""
     title: str = ""
     text: str = ""
     location: str | None = None

@@ -17,7 +17,7 @@ from .fetch.robots import tag_directives
 from .media.resolvers import Page as MediaPage
 from .media.resolvers import Registry
 from .media.sniffed import Sniffs
-from .models import Capture, Completion, Entry, FetchOutcome, Link, NewURL, ParsedPage, Previous
+from .models import NOT_DOWNLOADED, Capture, Completion, Entry, FetchOutcome, Link, NewURL, ParsedPage, Previous
 from .parse.analysis import Analysis, PageInput
 from .parse.guarded import GuardedParser, ParseFailed
 from .parse.simhash import hamming, simhash
@@ -143,7 +143,7 @@ class PageHandler:
             status=outcome.status,
             content_type=outcome.content_type,
             size=len(outcome.body),
-            truncated=outcome.truncated,
+            truncated=NOT_DOWNLOADED if outcome.body_skipped else outcome.truncated,
             redirects=entry.via,
             request_headers=outcome.request_headers,
             response_headers=outcome.headers,
@@ -161,7 +161,7 @@ class PageHandler:
             with self._stats.timed("hashing"):
                 capture.payload_digest = sha1_digest(outcome.body)
         if previous is not None and (
-            status == 304 or (status == 200 and not outcome.truncated and capture.payload_digest == previous.digest)
+            status == 304 or (status == 200 and not capture.truncated and capture.payload_digest == previous.digest)
         ):
             # Nothing new: no parse, no links (the first fetch's are in the frontier), no text to index again.
             capture.unchanged, capture.payload_digest = True, previous.digest

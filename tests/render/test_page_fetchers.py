@@ -98,7 +98,8 @@ async def test_a_private_address_is_refused(pages: PageFetcher) -> None:
 
 async def test_a_file_that_is_not_a_page_is_not_downloaded(pages: PageFetcher, server: TestServer) -> None:
     fetched = await pages.fetch_page(str(server.make_url("/image.png")))
-    assert (fetched.outcome.status, fetched.outcome.truncated, fetched.outcome.body) == (200, "length", b"")
+    outcome = fetched.outcome
+    assert (outcome.status, outcome.body_skipped, outcome.truncated, outcome.body) == (200, True, None, b"")
     assert fetched.rendering is None
 
 

@@ -268,9 +268,9 @@ class Fetcher:
                 limit = self._config.max_size if max_size is None else max_size
                 deadline = start + self._config.total_timeout
                 reusable = await _read_body(resp, outcome, limit, deadline)
-            elif resp.content_length != 0:
-                # Not a page: the headers are kept and the body is not downloaded (it is cut at 0 bytes).
-                outcome.truncated = "length"
+            elif resp.content_length != 0 and resp.status not in (204, 304):
+                # Not a page: the headers are kept and the body is not downloaded.
+                outcome.body_skipped = True
         except Exception as exc:  # not the server's doing: a bug here or an unforeseen library error
             logger.exception("unexpected error while reading %s", url)
             outcome.error, outcome.retryable = f"internal: {type(exc).__name__}: {exc}"[:200], False

@@ -10,6 +10,8 @@ JSONL and CSV give one row per capture in capture order, with the fields in `FIE
 - `redirects`: the URLs that redirected to this one, first first (a list in JSONL; space-separated in CSV,
   as URLs have no spaces). Missing values are `null` in JSONL and empty in CSV.
 - `node`: in a distributed crawl, the node that fetched it (its WARC file is in that node's directory).
+- `truncated`: why the body is incomplete, as WARC-Truncated says it ("length", "time", "disconnect"), or
+  "not-downloaded": a non-HTML body the crawl did not fetch (a 2xx then has no WARC record to replay).
 
 `--media` writes the media index instead (JSONL or CSV): one row per media task that ended, with the fields
 of `MEDIA_FIELDS` (`path` is relative to the crawl directory; a duplicate has none and names the task whose

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StoreError
-from ..models import State
+from ..models import NOT_DOWNLOADED, State
 from ..parse.decode import decompress
 from ..urls import fingerprint
 from .replay import (
@@ -89,8 +89,8 @@ def latest_archived(
     if shown is None:
         last = captures[-1]
         raise StoreError(
-            f"no capture of {last.url} has an archived record: {len(captures)} fetch(es) got no response "
-            f"(the last, at {iso_time(last.fetched_at)}: {last.error or 'no error recorded'})"
+            f"no capture of {last.url} has an archived record: {len(captures)} fetch(es), "
+            f"the last at {iso_time(last.fetched_at)}: {_no_record(last)}"
         )
     if not shown.unchanged:
         return shown, shown
@@ -121,8 +121,15 @@ def read_message(directory: Path, capture: ArchivedCapture) -> ArchivedMessage:
 def _record_type(capture: ArchivedCapture) -> str:
     """What the archive holds for `capture`: its record's type, or why it has none."""
     if capture.warc_file is None:
-        return f"no record: {capture.error or 'no response'}"
+        return f"no record: {_no_record(capture)}"
     return "revisit" if capture.unchanged else "response"
+
+
+def _no_record(capture: ArchivedCapture) -> str:
+    """Why a capture has no record to show."""
+    if capture.truncated == NOT_DOWNLOADED:
+        return "body not downloaded (not an HTML page; --fetch-non-html downloads every type)"
+    return capture.error or "no response"
 
 
 def capture_lines(captures: list[ArchivedCapture]) -> list[str]:

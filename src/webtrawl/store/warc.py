@@ -123,6 +123,33 @@ def _record(warc_lines: list[str], block: tuple[bytes, ...]) -> bytes:
     return b"".join(out)
 
 
+NOT_DOWNLOADED_FIELD = "body-not-downloaded: not an HTML page (--fetch-non-html downloads every type)"
+"""The first field of the metadata record of a response whose body was not downloaded."""
+
+
+def kept_as_metadata(outcome: FetchOutcome) -> bool:
+    """Whether `outcome` is archived as a metadata record, with no copy to replay: a successful response
+    whose body was not downloaded (a skipped redirect's or error page's body leaves a response record, cut,
+    whose status and headers still replay)."""
+    return outcome.body_skipped and outcome.status is not None and 200 <= outcome.status < 300
+
+
+def _not_downloaded(outcome: FetchOutcome, lines: list[str], status_line: str) -> tuple[bytes, str]:
+    """The record of a successful response whose body was not downloaded, and its block digest.
+
+    Not a response record: a replay tool would serve its empty body as the file, and an index would list
+    it as a capture. A metadata record (WARC 1.1 §6.8) of `application/warc-fields` says what was received
+    instead (the status line and headers, one `http-header` field each) and that the body was skipped;
+    indexers (pywb's, cdxj-indexer) leave such records out, so replay says the URL was not archived.
+    """
+    fields = [NOT_DOWNLOADED_FIELD, f"http-status-line: {status_line}"]
+    fields += [f"http-header: {line}" for line in _header_lines(outcome.headers)]
+    block = ("\r\n".join(fields) + "\r\n").encode("utf-8", "replace")
+    digest = sha1_digest(block)
+    lines = ["WARC-Type: metadata", *lines, f"WARC-Block-Digest: {digest}", "Content-Type: application/warc-fields"]
+    return _record(lines, (block,)), digest
+
+
 class WarcWriter:
     """Appends response and request records for fetch outcomes to `{prefix}-{UTC time}-{serial}.warc.gz`.
 
@@ -196,7 +223,8 @@ class WarcWriter:
             self._warcinfo_id = _first_record_id(path)
 
     def write(self, outcome: FetchOutcome, revisit: Previous | None = None, page_id: str = "") -> WarcLocation:
-        """Append the response record and its request record; return where the response record is.
+        """Append the response record and its request record; return where the response record is (for a
+        successful response whose body was not downloaded, a metadata record: see `_not_downloaded`).
 
         The response block is the status line, the headers as received (see `_header_lines`) and the
         body as received; WARC-Truncated says why when it was cut. The request line is rebuilt from the
@@ -267,22 +295,28 @@ class WarcWriter:
         response_id, body = _record_id(), outcome.body
         status_line = f"HTTP/{outcome.http_version} {outcome.status} {outcome.reason}"
         head = _encode_head([status_line, *_header_lines(outcome.headers)])
-        if revisit is None:
-            payload_digest = sha1_digest(body)
-            lines = ["WARC-Type: response", f"WARC-Record-ID: {response_id}", *shared]
-            if outcome.truncated:
-                lines.append(f"WARC-Truncated: {outcome.truncated}")
+        if kept_as_metadata(outcome):
+            response, payload_digest = _not_downloaded(
+                outcome, [f"WARC-Record-ID: {response_id}", *shared], status_line
+            )
         else:
-            payload_digest, body = revisit.digest or sha1_digest(body), b""
-            profile = "server-not-modified" if outcome.status == 304 else "identical-payload-digest"
-            lines = ["WARC-Type: revisit", f"WARC-Record-ID: {response_id}", *shared]
-            lines += [
-                f"WARC-Profile: http://netpreserve.org/warc/1.1/revisit/{profile}",
-                f"WARC-Refers-To-Target-URI: {outcome.url}",
-                f"WARC-Refers-To-Date: {_warc_date(revisit.fetched_at)}",
-            ]
-        lines += [f"WARC-Payload-Digest: {payload_digest}", f"WARC-Block-Digest: {sha1_digest(head, body)}"]
-        response = _record([*lines, "Content-Type: application/http; msgtype=response"], (head, body))
+            if revisit is None:
+                payload_digest = sha1_digest(body)
+                lines = ["WARC-Type: response", f"WARC-Record-ID: {response_id}", *shared]
+                if outcome.truncated or outcome.body_skipped:
+                    # A skipped body of a redirect or an error page: its status and headers still replay.
+                    lines.append(f"WARC-Truncated: {outcome.truncated or 'unspecified'}")
+            else:
+                payload_digest, body = revisit.digest or sha1_digest(body), b""
+                profile = "server-not-modified" if outcome.status == 304 else "identical-payload-digest"
+                lines = ["WARC-Type: revisit", f"WARC-Record-ID: {response_id}", *shared]
+                lines += [
+                    f"WARC-Profile: http://netpreserve.org/warc/1.1/revisit/{profile}",
+                    f"WARC-Refers-To-Target-URI: {outcome.url}",
+                    f"WARC-Refers-To-Date: {_warc_date(revisit.fetched_at)}",
+                ]
+            lines += [f"WARC-Payload-Digest: {payload_digest}", f"WARC-Block-Digest: {sha1_digest(head, body)}"]
+            response = _record([*lines, "Content-Type: application/http; msgtype=response"], (head, body))
 
         request_line = f"GET {_request_target(outcome.url)} HTTP/1.1"
         head = _encode_head([request_line, *_header_lines(outcome.request_headers)])

@@ -38,6 +38,7 @@ from fastapi.responses import Response
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from ..errors import InvalidURL, StoreError
+from ..models import NOT_DOWNLOADED
 from ..parse.decode import sniff_charset, to_text
 from ..parse.html import refresh_url, srcset_urls
 from ..store.replay import (
@@ -177,7 +178,10 @@ def _capture(request: Request, capture_id: int) -> ArchivedCapture | Response:
     if capture is None:
         return _message(request, 404, "No such capture", f"This crawl has no capture {capture_id}.")
     if capture.warc_file is None:
-        why = f"The fetch got no response ({capture.error})." if capture.error else "Nothing was archived."
+        if capture.truncated == NOT_DOWNLOADED:
+            why = "The body was not downloaded: not an HTML page (--fetch-non-html downloads every type)."
+        else:
+            why = f"The fetch got no response ({capture.error})." if capture.error else "Nothing was archived."
         return _message(request, 404, "No archived copy", why, capture)
     return capture
 
