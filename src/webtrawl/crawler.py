@@ -371,7 +371,7 @@ class Crawler:
         It overlaps with stage one writing the next batch; a crash between the two leaves records past
         the committed end, which the next run cuts off. The search index follows in chunks.
         """
-        unindexed, indexed_at, truncated_at = 0, time.monotonic(), 0.0
+        unindexed, indexed_at, wal_after_try = 0, time.monotonic(), 0
         while (item := await archived.get()) is not None:
             batch, checkpoint = item
             crash_point("before-commit")
@@ -382,11 +382,11 @@ class Crawler:
             if unindexed >= INDEX_CHUNK or (unindexed and time.monotonic() - indexed_at >= INDEX_EVERY):
                 await db.run(self._index_text)
                 unindexed, indexed_at = 0, time.monotonic()
-            # Checked by the writer, so a fast crawl cannot outgrow it; at most once a second, as a reader that
-            # stays (an export) makes each try wait its whole `CHECKPOINT_WAIT`.
-            if time.monotonic() - truncated_at >= 1.0 and wal_size(db.path) > WAL_LIMIT:
+            # Checked by the writer, so a fast crawl cannot outgrow it. A try that readers keep from truncating
+            # (an export holds one for long) costs `CHECKPOINT_WAIT`: the next waits for another WAL_LIMIT.
+            if wal_size(db.path) > max(WAL_LIMIT, wal_after_try + WAL_LIMIT):
                 await db.run(truncate_wal)
-                truncated_at = time.monotonic()
+                wal_after_try = wal_size(db.path)
         while await db.run(self._index_text):
             pass
 
