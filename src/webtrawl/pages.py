@@ -191,7 +191,6 @@ class PageHandler:
                 capture.error = completion.reason
                 return PageResult(completion, archived)
             page, decoded = analysis.page, analysis.body
-            assert page is not None  # read under the guard when it had too many tags to read elsewhere
             parsed_text = page.text
             if rendering is not None:
                 _take_rendering(page, rendering)

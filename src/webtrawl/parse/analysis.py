@@ -41,26 +41,26 @@ class PageInput:
 
 @dataclass(slots=True)
 class Analysis:
-    """What was read. `page` is None when the page has more tags than the caller allowed to parse here."""
+    """What was read."""
 
-    page: ParsedPage | None
+    page: ParsedPage
     simhash: int | None = None
     text: str | None = None
     body: bytes | None = None
     cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds by stage ("parse", "hashing") where the call ran."""
     away: bool = False
-    """It ran in another process (whose CPU the crawl's clocks do not see)."""
+    """It ran in a worker process (whose CPU the crawl's clocks do not see)."""
 
 
-def analyze(page: PageInput, max_tags: int | None = None) -> Analysis:
-    """Read `page`; with `max_tags`, a page with more `<` than that is decoded but not parsed (`page` None),
-    since parsing such markup can take far longer than its size suggests (see `guarded`)."""
+def analyze(page: PageInput, max_tags: int | None = None) -> Analysis | None:
+    """Read `page`; with `max_tags`, a page with more `<` than that is not parsed (None), since parsing such
+    markup can take far longer than its size suggests (see `guarded`)."""
     started = time.thread_time()
     body, _cut = decompress(page.body, page.content_encoding, page.max_size)
     text = to_text(body, sniff_charset(body, page.content_type))
     if max_tags is not None and text.count("<") > max_tags:
-        return Analysis(None, cpu={"parse": time.thread_time() - started})
+        return None
     parsed = parse_html(text, page.url, requisites=page.requisites, follow_nofollow=page.follow_nofollow)
     if page.media:
         parsed.media = find_media(text, page.url, page.media)

@@ -48,17 +48,15 @@ class GuardedParser:
         self._guard: ParseWorker | None = None
 
     async def analyze(self, page: PageInput) -> Analysis:
-        """What `page` says; its `page` is never None. Raises `ParseFailed`."""
+        """What `page` says. Raises `ParseFailed`."""
         if self._inline_left > 0:
             self._inline_left -= 1
             analysis = analyze(page, self._max_inline_tags)
         else:
             analysis = await self._in_worker(page)
-        if analysis.page is None:  # too many tags to parse without a limit
-            analysis = await self._guarded(page)
-        return analysis
+        return analysis if analysis is not None else await self._guarded(page)  # None: too many tags
 
-    async def _in_worker(self, page: PageInput) -> Analysis:
+    async def _in_worker(self, page: PageInput) -> Analysis | None:
         # The worker may die (killed, out of memory, or by the page it was reading) with other pages in
         # flight: each is read again by a new one. A page that ends two workers while they read it fails
         # instead of ending more; the pages waiting behind it are not blamed.
@@ -77,7 +75,6 @@ class GuardedParser:
                 if deaths == 2:
                     raise ParseFailed("the HTML parser's process ended twice reading this page") from None
                 continue
-            analysis.away = True
             return analysis
 
     async def _guarded(self, page: PageInput) -> Analysis:
@@ -93,7 +90,7 @@ class GuardedParser:
                 guard.kill()
                 await guard.close()
             raise ParseFailed(f"HTML too complex to parse in {self._timeout:g} s") from None
-        analysis.away = True
+        assert analysis is not None  # read without a tag limit
         return analysis
 
     async def close(self) -> None:

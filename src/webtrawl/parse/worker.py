@@ -50,11 +50,11 @@ class ParseWorker:
     def __init__(self) -> None:
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._waiting: deque[asyncio.Future[Analysis]] = deque()
+        self._waiting: deque[asyncio.Future[Analysis | None]] = deque()
         self._starting = asyncio.Lock()  # pages asked for at once must not start a child each
         self._ended = False
 
-    async def analyze(self, page: PageInput, max_tags: int | None = None) -> Analysis:
+    async def analyze(self, page: PageInput, max_tags: int | None = None) -> Analysis | None:
         """Raises `WorkerDied` when the child ends first; it is then done for, and a new one must be used."""
         data = pickle.dumps((page, max_tags), pickle.HIGHEST_PROTOCOL)
         process = await self._started()
@@ -95,7 +95,7 @@ class ParseWorker:
         try:
             while True:
                 (length,) = _LENGTH.unpack(await process.stdout.readexactly(_LENGTH.size))
-                answer: Analysis | str = pickle.loads(await process.stdout.readexactly(length))
+                answer: Analysis | str | None = pickle.loads(await process.stdout.readexactly(length))
                 waiting = self._waiting.popleft()
                 if waiting.done():  # its caller was cancelled
                     continue
@@ -150,11 +150,13 @@ def serve(requests: BinaryIO, answers: BinaryIO) -> None:
         if len(frame) < length:  # the crawl ended in the middle of a frame
             return
         page, max_tags = pickle.loads(frame)
-        answer: Analysis | str
+        answer: Analysis | str | None
         try:
             answer = analyze(page, max_tags)
         except Exception as exc:  # one page's bug must not end the others' reading
             answer = repr(exc)[:300]
+        if isinstance(answer, Analysis):
+            answer.away = True
         data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
         answers.write(_LENGTH.pack(len(data)) + data)
         answers.flush()
