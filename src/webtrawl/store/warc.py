@@ -134,6 +134,29 @@ def kept_as_metadata(outcome: FetchOutcome) -> bool:
     return outcome.body_skipped and outcome.status is not None and 200 <= outcome.status < 300
 
 
+def _response(outcome: FetchOutcome, revisit: Previous | None, lines: list[str], head: bytes) -> tuple[bytes, str]:
+    """The response record of `outcome` (its status line and headers in `head`), or with `revisit` its
+    revisit record, and the payload digest."""
+    body = outcome.body
+    if revisit is None:
+        payload_digest = sha1_digest(body)
+        lines = ["WARC-Type: response", *lines]
+        if outcome.truncated or outcome.body_skipped:
+            # A skipped body of a redirect or an error page: its status and headers still replay.
+            lines.append(f"WARC-Truncated: {outcome.truncated or 'unspecified'}")
+    else:
+        payload_digest, body = revisit.digest or sha1_digest(body), b""
+        profile = "server-not-modified" if outcome.status == 304 else "identical-payload-digest"
+        lines = ["WARC-Type: revisit", *lines]
+        lines += [
+            f"WARC-Profile: http://netpreserve.org/warc/1.1/revisit/{profile}",
+            f"WARC-Refers-To-Target-URI: {outcome.url}",
+            f"WARC-Refers-To-Date: {_warc_date(revisit.fetched_at)}",
+        ]
+    lines += [f"WARC-Payload-Digest: {payload_digest}", f"WARC-Block-Digest: {sha1_digest(head, body)}"]
+    return _record([*lines, "Content-Type: application/http; msgtype=response"], (head, body)), payload_digest
+
+
 def _not_downloaded(outcome: FetchOutcome, lines: list[str], status_line: str) -> tuple[bytes, str]:
     """The record of a successful response whose body was not downloaded, and its block digest.
 
@@ -292,31 +315,14 @@ class WarcWriter:
             shared.append(f"WARC-IP-Address: {outcome.ip}")
         if page_id:
             shared.append(f"WARC-Page-ID: {page_id}")
-        response_id, body = _record_id(), outcome.body
+        response_id = _record_id()
         status_line = f"HTTP/{outcome.http_version} {outcome.status} {outcome.reason}"
         head = _encode_head([status_line, *_header_lines(outcome.headers)])
+        record = [f"WARC-Record-ID: {response_id}", *shared]
         if kept_as_metadata(outcome):
-            response, payload_digest = _not_downloaded(
-                outcome, [f"WARC-Record-ID: {response_id}", *shared], status_line
-            )
+            response, payload_digest = _not_downloaded(outcome, record, status_line)
         else:
-            if revisit is None:
-                payload_digest = sha1_digest(body)
-                lines = ["WARC-Type: response", f"WARC-Record-ID: {response_id}", *shared]
-                if outcome.truncated or outcome.body_skipped:
-                    # A skipped body of a redirect or an error page: its status and headers still replay.
-                    lines.append(f"WARC-Truncated: {outcome.truncated or 'unspecified'}")
-            else:
-                payload_digest, body = revisit.digest or sha1_digest(body), b""
-                profile = "server-not-modified" if outcome.status == 304 else "identical-payload-digest"
-                lines = ["WARC-Type: revisit", f"WARC-Record-ID: {response_id}", *shared]
-                lines += [
-                    f"WARC-Profile: http://netpreserve.org/warc/1.1/revisit/{profile}",
-                    f"WARC-Refers-To-Target-URI: {outcome.url}",
-                    f"WARC-Refers-To-Date: {_warc_date(revisit.fetched_at)}",
-                ]
-            lines += [f"WARC-Payload-Digest: {payload_digest}", f"WARC-Block-Digest: {sha1_digest(head, body)}"]
-            response = _record([*lines, "Content-Type: application/http; msgtype=response"], (head, body))
+            response, payload_digest = _response(outcome, revisit, record, head)
 
         request_line = f"GET {_request_target(outcome.url)} HTTP/1.1"
         head = _encode_head([request_line, *_header_lines(outcome.request_headers)])
