@@ -49,6 +49,7 @@ from .store.index import INDEX_CHUNK, index_text
 from .store.live import clear_control, publish, snapshot, truncate_wal, wal_size
 from .store.mirror import Mirror
 from .store.opened import OpenedCrawl, open_crawl_directory, outcome_counts
+from .store.replay import WARC_DIR
 from .store.warc import WarcWriter
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ class Crawler:
         committed = await db.run(committed_warcs, crawl_id)
         warc = await self._on_archive_thread(
             lambda: WarcWriter(
-                out / "warc",
+                out / WARC_DIR,
                 prefix=backend.warc_prefix,
                 max_size=config.warc_size,
                 software=f"webtrawl/{__version__}",

@@ -31,6 +31,8 @@ RECORD_LIMIT = 256 * 1024 * 1024
 BODY_LIMIT = 64 * 1024 * 1024
 """Bytes of body served once its Content-Encoding is undone; a longer one is cut."""
 
+WARC_DIR = "warc"
+"""Where a crawl directory keeps its WARC files."""
 _GZIP_MAGIC = b"\x1f\x8b"
 _COLUMNS = (
     "id, url, fetched_at, status, content_type, size, truncated, title, location, error, "
@@ -83,6 +85,15 @@ def capture_by_id(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> A
         f"SELECT {_COLUMNS} FROM captures WHERE id = ? AND crawl_id = ?", (capture_id, crawl_id)
     ).fetchone()
     return _archived(row)
+
+
+def captures_of_url(conn: sqlite3.Connection, crawl_id: int, url: str) -> list[ArchivedCapture]:
+    """Every capture of normalized `url`, oldest first."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM captures WHERE crawl_id = ? AND fp = ? AND url = ? ORDER BY fetched_at, id",
+        (crawl_id, fingerprint(url), url),
+    )
+    return [capture for row in rows if (capture := _archived(row)) is not None]
 
 
 def original_of(conn: sqlite3.Connection, crawl_id: int, revisit: ArchivedCapture) -> ArchivedCapture | None:
@@ -165,15 +176,15 @@ def is_archived(conn: sqlite3.Connection, crawl_id: int, url: str) -> bool:
     return row is not None
 
 
-def record_path(warc_dir: Path, name: str) -> Path | None:
-    """The WARC file `name` in `warc_dir`, or None when it is not there.
+def record_path(directory: Path, name: str) -> Path | None:
+    """The WARC file `name` of crawl directory `directory` (in its `WARC_DIR`), or None when it is not there.
 
     A name is a bare file name as the writer made it; anything else (a path, a hidden file) is refused, so
     a tampered row cannot make the dashboard read outside the archive.
     """
     if not name or name != Path(name).name or name.startswith("."):
         return None
-    path = warc_dir / name
+    path = directory / WARC_DIR / name
     return path if path.is_file() else None
 
 

@@ -3,8 +3,8 @@ them, so that looking at what the crawl got needs no WARC tool.
 
 The response comes from the same record the dashboard's archived copy comes from, but kept as received: the
 status line and headers as archived, then the payload still in its Content-Encoding (`decoded` undoes it on
-request). So the record is read with `replay`'s own readers of a gzip member, its WARC header and its
-block, short of `replay.read_response`, which always undoes the encoding. The archive never holds chunk
+request). So the record's block is read with `replay.read_block`, short of `replay.read_response`, which
+always undoes the encoding. The archive never holds chunk
 framing: the client removes it before the body is archived, and the writer renames Transfer-Encoding (see
 `store.warc._header_lines`), so undoing the Content-Encoding is all that decoding takes.
 
@@ -25,15 +25,13 @@ from ..parse.decode import decompress
 from ..urls import fingerprint
 from .replay import (
     BODY_LIMIT,
+    WARC_DIR,
     ArchivedCapture,
-    capture_by_id,
+    captures_of_url,
     original_of,
     read_block,
     record_path,
 )
-
-WARC_DIR = "warc"
-"""Where a crawl directory keeps its WARC files."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +55,9 @@ class ArchivedMessage:
 def captures_of(conn: sqlite3.Connection, crawl_id: int, url: str) -> list[ArchivedCapture]:
     """Every capture of normalized `url`, oldest first. With none, StoreError says so and what the crawl
     knows of the URL: its state in the frontier, or why it was dropped."""
-    fp = fingerprint(url)
-    ids = conn.execute(
-        "SELECT id FROM captures WHERE crawl_id = ? AND fp = ? AND url = ? ORDER BY fetched_at, id", (crawl_id, fp, url)
-    ).fetchall()
-    captures = [capture for (id_,) in ids if (capture := capture_by_id(conn, crawl_id, id_)) is not None]
+    captures = captures_of_url(conn, crawl_id, url)
     if not captures:
-        raise StoreError(f"no capture of {url} in this crawl ({_known(conn, crawl_id, fp, url)})")
+        raise StoreError(f"no capture of {url} in this crawl ({_known(conn, crawl_id, fingerprint(url), url)})")
     return captures
 
 
@@ -107,7 +101,7 @@ def read_message(directory: Path, capture: ArchivedCapture) -> ArchivedMessage:
     """The response record of `capture` (not a revisit) in crawl directory `directory`; StoreError says which
     file is missing, or what is wrong with the record."""
     name = capture.warc_file or ""
-    path = record_path(directory / WARC_DIR, name)
+    path = record_path(directory, name)
     if path is None:
         elsewhere = f" (node {capture.node} fetched it: the file is in that node's directory)" if capture.node else ""
         raise StoreError(f"the WARC file {name} is missing from {directory / WARC_DIR}{elsewhere}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..errors import StoreError
 from .crawls import crawl_id_of
 from .index import TITLE
-from .replay import record_path
+from .replay import WARC_DIR, record_path
 
 _PAGES = f"""
     SELECT c.url, c.fetched_at, {TITLE} FROM captures c
@@ -55,11 +55,11 @@ def export_wacz(conn: sqlite3.Connection, directory: Path, crawl: str, output: P
     names = sorted(name for (name,) in conn.execute(_WARC_FILES, (crawl_id,)))
     if not names:
         raise StoreError(f"crawl {crawl!r} has archived nothing yet: no WARC file to package")
-    warcs = [record_path(directory / "warc", name) for name in names]
+    warcs = [record_path(directory, name) for name in names]
     missing = [name for name, path in zip(names, warcs, strict=True) if path is None]
     if missing:
         raise StoreError(
-            f"{len(missing)} WARC file(s) of crawl {crawl!r} are not in {directory / 'warc'} "
+            f"{len(missing)} WARC file(s) of crawl {crawl!r} are not in {directory / WARC_DIR} "
             f"(first: {missing[0]}); a distributed crawl's nodes keep theirs: copy them there"
         )
     ends = dict(conn.execute("SELECT name, committed_end FROM warc_files WHERE crawl_id = ?", (crawl_id,)))

@@ -90,7 +90,7 @@ def archived_page(request: Request, capture_id: int) -> Response:
     if isinstance(source, Response):
         return source
     site: Site = request.app.state.site
-    if record_path(site.directory / "warc", source.warc_file or "") is None:
+    if record_path(site.directory, source.warc_file or "") is None:
         return _missing(request, source, capture)
     context = {"site": site, "capture": capture, "fetched": _when(capture.fetched_at), "stamp": _stamp(capture)}
     if source is not capture:
@@ -228,7 +228,7 @@ def _made(request: Request, capture: ArchivedCapture, kind: str) -> bytes | None
     site: Site = request.app.state.site
     with site.reader() as (conn, crawl_id):
         found = made_for(conn, crawl_id, capture, kind)
-    path = record_path(site.directory / "warc", found[0]) if found else None
+    path = record_path(site.directory, found[0]) if found else None
     if found is None or path is None:
         return None
     try:
@@ -263,7 +263,7 @@ def _read(request: Request, capture: ArchivedCapture) -> ArchivedResponse | Resp
     if isinstance(source, Response):
         return source
     site: Site = request.app.state.site
-    path = record_path(site.directory / "warc", source.warc_file or "")
+    path = record_path(site.directory, source.warc_file or "")
     if path is None:
         return _missing(request, source, capture)
     try:

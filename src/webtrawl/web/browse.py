@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
 from urllib.parse import urlencode
 
@@ -29,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from ..store import browse as store
 from ..store import detail
 from ..store.overview import overview
+from ..store.replay import record_path
 from .site import Site
 from .templating import templates
 
@@ -392,9 +392,7 @@ def _detail(request: Request, capture_id: int) -> DetailOut:
 
 
 def _warc_here(site: Site, name: str | None) -> bool:
-    if not name or Path(name).name != name:
-        return False
-    return (site.directory / "warc" / name).is_file()
+    return record_path(site.directory, name or "") is not None
 
 
 @router.get("/page/{capture_id:int}", response_class=HTMLResponse, include_in_schema=False)
