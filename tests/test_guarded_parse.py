@@ -78,30 +78,20 @@ async def test_the_worker_returns_the_decoded_text_and_body_only_when_asked() ->
     assert plain.text is None and plain.body is None
 
 
-async def test_a_killed_worker_is_replaced_and_the_page_still_read() -> None:
+@pytest.mark.parametrize("noticed_first", [False, True], ids=["next-page-first", "end-noticed-first"])
+async def test_a_killed_worker_is_replaced_and_the_page_still_read(noticed_first: bool) -> None:
     parser = GuardedParser(offload_after=0)
     try:
         await parser.analyze(page("<title>first</title>"))
         assert parser._worker is not None and parser._worker.pid is not None
         os.kill(parser._worker.pid, signal.SIGKILL)
-        analysis = await parser.analyze(page("<title>after</title>"))
-    finally:
-        await parser.close()
-    assert analysis.page is not None and analysis.page.title == "after"
-
-
-async def test_a_worker_that_died_while_idle_is_replaced_too() -> None:
-    parser = GuardedParser(offload_after=0)
-    try:
-        await parser.analyze(page("<title>first</title>"))
-        assert parser._worker is not None and parser._worker.pid is not None
-        os.kill(parser._worker.pid, signal.SIGKILL)
-        await asyncio.sleep(0.5)  # its end is noticed before the next page comes
-        async with asyncio.timeout(60):  # a page asked of the dead worker would wait for ever
+        if noticed_first:  # it died idle: its end is noticed before the next page comes
+            await asyncio.sleep(0.5)
+        async with asyncio.timeout(60):  # a page asked of a dead worker would wait for ever
             analysis = await parser.analyze(page("<title>after</title>"))
     finally:
         await parser.close()
-    assert analysis.page is not None and analysis.page.title == "after"
+    assert analysis.page.title == "after"
 
 
 async def test_many_tags_are_read_in_the_guarded_child_with_the_same_result() -> None:
