@@ -13,8 +13,8 @@ from .errors import InvalidURL
 from .store.crawls import crawl_id_of, crawl_name
 from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
-from .store.export import export_media
-from .store.show import capture_lines, captures_of, iso_time, latest_archived, read_message
+from .store.export import export_media, iso_time
+from .store.show import capture_lines, captures_of, latest_archived, read_message
 from .store.wacz import export_wacz
 from .terminal import NAME_HELP, USAGE_ERRORS, fail, reader_gone, say, write_out
 from .urls import normalize

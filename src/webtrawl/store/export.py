@@ -94,7 +94,7 @@ def export_media(conn: sqlite3.Connection, crawl: str, fmt: Format, out: TextIO)
     count = 0
     for media in media_rows(conn, crawl_id_of(conn, crawl)):
         row = asdict(media)
-        row["fetched_at"] = _iso(row["fetched_at"])
+        row["fetched_at"] = iso_time(row["fetched_at"])
         if writer is None:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
         else:
@@ -103,7 +103,8 @@ def export_media(conn: sqlite3.Connection, crawl: str, fmt: Format, out: TextIO)
     return count
 
 
-def _iso(timestamp: float) -> str:
+def iso_time(timestamp: float) -> str:
+    """A time as exports and `show` write it: ISO 8601 in UTC, to the second."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
 
 
@@ -114,7 +115,7 @@ def _rows(conn: sqlite3.Connection, crawl_id: int) -> Iterator[dict[str, Any]]:
         row = dict(zip(FIELDS, (url, url, status, *rest), strict=True))
         if location and status is not None and 300 <= status < 400:
             row["final_url"] = final_url(location)
-        row["fetched_at"] = _iso(row["fetched_at"])
+        row["fetched_at"] = iso_time(row["fetched_at"])
         row["redirects"] = json.loads(row["redirects"]) if row["redirects"] else []
         yield row
 

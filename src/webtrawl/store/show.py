@@ -15,7 +15,6 @@ whose content it repeats (`replay.original_of`), as the dashboard shows it.
 from __future__ import annotations
 
 import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from ..errors import StoreError
 from ..models import NOT_DOWNLOADED, State
 from ..parse.decode import decompress
 from ..urls import fingerprint
+from .export import iso_time
 from .replay import (
     BODY_LIMIT,
     WARC_DIR,
@@ -145,7 +145,3 @@ def capture_lines(captures: list[ArchivedCapture]) -> list[str]:
         f"{at:{w[0]}}  {status:>{w[1]}}  {mime:{w[2]}}  {size:>{w[3]}}  {where:{w[4]}}  {kind}"
         for at, status, mime, size, where, kind in rows
     ]
-
-
-def iso_time(timestamp: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))

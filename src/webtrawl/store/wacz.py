@@ -17,11 +17,11 @@ import os
 import shutil
 import sqlite3
 import tempfile
-import time
 from pathlib import Path
 
 from ..errors import StoreError
 from .crawls import crawl_id_of
+from .export import iso_time
 from .index import TITLE
 from .replay import WARC_DIR, record_path
 
@@ -73,12 +73,12 @@ def export_wacz(conn: sqlite3.Connection, directory: Path, crawl: str, output: P
         chatter = io.StringIO()  # the library reports its progress on stdout, which may be the user's pipe
         try:
             with contextlib.redirect_stdout(chatter):
-                failed = wacz_main(arguments)
+                failure = chatter.getvalue().strip()[-300:] if wacz_main(arguments) else None
         except Exception as exc:  # a damaged WARC file, as the library's reader says it
-            failed, chatter = 1, io.StringIO(f"{type(exc).__name__}: {exc}")
-        if failed:
+            failure = f"{type(exc).__name__}: {exc}"
+        if failure is not None:
             partial.unlink(missing_ok=True)
-            raise StoreError(f"the wacz library could not package the crawl: {chatter.getvalue().strip()[-300:]}")
+            raise StoreError(f"the wacz library could not package the crawl: {failure}")
     partial.replace(output)
     return count
 
@@ -99,7 +99,7 @@ def _write_pages(conn: sqlite3.Connection, crawl_id: int, path: Path) -> int:
     with path.open("w", encoding="utf-8") as out:
         out.write(json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}) + "\n")
         for url, fetched_at, title in conn.execute(_PAGES, (crawl_id,)):
-            ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fetched_at))
-            out.write(json.dumps({"url": url, "ts": ts, "title": title or url}, ensure_ascii=False) + "\n")
+            page = {"url": url, "ts": iso_time(fetched_at), "title": title or url}
+            out.write(json.dumps(page, ensure_ascii=False) + "\n")
             count += 1
     return count
