@@ -80,7 +80,8 @@ def check_warcs(out: Path) -> int:
     """Validate every WARC file with warcio and FastWARC (digests included); return how many responses are
     archived: response records, and the metadata records of responses whose body was not downloaded.
 
-    Also checks the index and the archive agree: each capture's record is at its offset with its URL.
+    Also checks the index and the archive agree: each capture's record is at its offset with its URL, and so
+    is each response archived outside the captures.
     """
     responses = 0
     files = sorted((out / "warc").glob("*.warc.gz"))
@@ -102,4 +103,11 @@ def check_warcs(out: Path) -> int:
             record = next(iter(ArchiveIterator(stream)))
             assert record.rec_type == ("revisit" if unchanged else "response")
             assert record.rec_headers.get_header("WARC-Target-URI") == url
+    for target, name, offset in conn.execute(
+        "SELECT target, warc_file, warc_offset FROM resources WHERE status IS NOT NULL"
+    ):  # robots.txt, sitemaps, a rendered page's requests
+        with (out / "warc" / name).open("rb") as stream:
+            stream.seek(offset)
+            record = next(iter(ArchiveIterator(stream)))
+            assert (record.rec_type, record.rec_headers.get_header("WARC-Target-URI")) == ("response", target)
     return responses

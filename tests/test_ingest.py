@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from webtrawl.cluster.wire import decode_completion, encode_completion
-from webtrawl.models import Capture, Completion, Entry, NewURL, Verdict, WarcLocation
+from webtrawl.cluster.wire import decode_completion, decode_site_files, encode_completion, encode_site_files
+from webtrawl.models import Capture, Completion, Entry, NewURL, Resource, Verdict, WarcLocation
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import Database, connect
 from webtrawl.store.export import export
 from webtrawl.store.index import capture_row, drop_counts, failure_counts, index_text, status_counts
-from webtrawl.store.ingest import Item, ingest, ingest_drops
+from webtrawl.store.ingest import Item, ingest, ingest_drops, ingest_site_files
 from webtrawl.store.schema import MIGRATIONS
 from webtrawl.urls import fingerprint, origin
 
@@ -156,6 +156,24 @@ async def test_a_decoded_stream_entry_is_applied_as_it_was_sent(crawl: Crawl) ->
     assert await crawl.query("SELECT url, node, ingest_key, warc_file, warc_offset FROM captures") == [
         ("http://a.test/", "node-03", "p5:1700000000000-0", WARC, 1000)
     ]
+
+
+async def test_site_files_from_a_stream_entry_read_twice_are_indexed_once(crawl: Crawl) -> None:
+    at = WarcLocation(file=WARC, offset=0, length=310, payload_digest="sha1:ROBOTS")
+    robots = Resource(url=full("/robots.txt"), target=full("/robots.txt"), fetched_at=T0, status=200,
+                      content_type="text/plain", warc=at)  # fmt: skip
+    sitemap = replace(robots, url=full("/sitemap.xml"), target=full("/sitemap.xml"), status=404,
+                      warc=replace(at, offset=310, payload_digest="sha1:GONE"))  # fmt: skip
+    entry = decode_site_files(encode_site_files([robots, sitemap], "node-02"))
+    assert entry == ([robots, sitemap], "node-02")
+    await crawl.db.run(ingest_site_files, crawl.id, [entry])
+    await crawl.db.run(ingest_site_files, crawl.id, [entry, entry])  # a new coordinator reads the stream again
+    indexed = "SELECT page_fp, url, status, warc_offset, payload_digest, node, site_file FROM resources ORDER BY id"
+    assert await crawl.query(indexed) == [
+        (fingerprint(full("/robots.txt")), full("/robots.txt"), 200, 0, "sha1:ROBOTS", "node-02", 1),
+        (fingerprint(full("/sitemap.xml")), full("/sitemap.xml"), 404, 310, "sha1:GONE", "node-02", 1),
+    ]  # fmt: skip
+    assert await crawl.query("SELECT COUNT(*) FROM urls") == [(0,)]  # no URL of the crawl
 
 
 async def test_a_child_arriving_after_its_own_completion_stays_done(crawl: Crawl) -> None:

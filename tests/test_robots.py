@@ -336,12 +336,19 @@ CHAIN = {f"/r{i}": redirect(f"/r{i + 1}") for i in range(1, 5)}  # /r1 â†’ /r2 â
 )
 async def test_fetch_robots(serve: ServeRoutes, fetcher: Fetcher, routes: dict[str, Handler], verdict: str) -> None:
     origin = await serve(routes)
-    assert _verdict(await fetch_robots(fetcher, origin, UA), origin) == verdict
+    kept: list[FetchOutcome] = []
+    assert _verdict(await fetch_robots(fetcher, origin, UA, kept.append), origin) == verdict
+    assert kept and kept[0].url == origin + "/robots.txt"  # every response goes to the archive, redirects too
+    assert len(kept) == len({outcome.url for outcome in kept}) <= 6
+
+
+def ignore(_outcome: FetchOutcome) -> None:
+    """Where these tests send the responses a crawl would archive."""
 
 
 async def test_fetch_robots_huge_file_is_cut(serve: ServeRoutes, fetcher: Fetcher) -> None:
     origin = await serve({"/robots.txt": text(HUGE)})
-    rules = await fetch_robots(fetcher, origin, UA)
+    rules = await fetch_robots(fetcher, origin, UA, ignore)
     assert not rules.allowed(origin + "/x")
     assert rules.allowed(origin + "/late")  # beyond the first 500 KiB: ignored
 
@@ -352,14 +359,14 @@ async def test_fetch_robots_gzip_encoded(serve: ServeRoutes, fetcher: Fetcher) -
         return web.Response(body=body, headers={"Content-Type": "text/plain", "Content-Encoding": "gzip"})
 
     origin = await serve({"/robots.txt": gzipped})
-    assert not (await fetch_robots(fetcher, origin, UA)).allowed(origin + "/x")
+    assert not (await fetch_robots(fetcher, origin, UA, ignore)).allowed(origin + "/x")
 
 
 async def test_fetch_robots_server_down(fetcher: Fetcher) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    rules = await fetch_robots(fetcher, f"http://127.0.0.1:{port}", UA)
+    rules = await fetch_robots(fetcher, f"http://127.0.0.1:{port}", UA, ignore)
     assert rules.unreachable and not rules.allowed(f"http://127.0.0.1:{port}/")
 
 

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Callable
 
 from .errors import InvalidURL
 from .fetch.page import Rendering
-from .models import Capture, Resource
-from .results import PageResult
+from .models import Capture, FetchOutcome, Resource, WarcLocation
+from .results import Result, SiteFiles
 from .store.mirror import Mirror
 from .store.warc import WarcWriter, kept_as_metadata
 from .urls import normalize
@@ -32,9 +32,7 @@ STARVE_CHECK = 0.02
 """Seconds between two looks, while a batch fills, at whether the crawl starves."""
 
 
-async def batches(
-    results: asyncio.Queue[PageResult | None], starved: Callable[[], bool]
-) -> AsyncIterator[list[PageResult]]:
+async def batches(results: asyncio.Queue[Result | None], starved: Callable[[], bool]) -> AsyncIterator[list[Result]]:
     """The results, a batch at a time, until the None that ends them; `starved()` says the crawl waits for
     the batch being filled (nothing in flight, nothing to claim), which then goes at once."""
     end = False
@@ -65,9 +63,12 @@ async def batches(
         yield batch
 
 
-def archive(batch: list[PageResult], warc: WarcWriter, mirror: Mirror | None) -> dict[str, int]:
+def archive(batch: list[Result], warc: WarcWriter, mirror: Mirror | None) -> dict[str, int]:
     """Append the batch's records to the archive and flush; runs on the archive thread."""
     for result in batch:
+        if isinstance(result, SiteFiles):
+            result.archived = [_resource(outcome, warc.write(outcome)) for outcome in result.outcomes]
+            continue
         capture: Capture | None = result.completion.capture
         if result.outcome is not None and capture is not None:
             revisit = result.completion.entry.previous if capture.unchanged else None
@@ -88,14 +89,8 @@ def _archive_rendering(rendering: Rendering, capture: Capture, warc: WarcWriter)
     """After a rendered page's own records: its requests' (each naming the page), then its DOM and thumbnail."""
     page_id, resources = warc.last_record_id, capture.resources
     for outcome in rendering.resources:
-        location = warc.write(outcome, page_id=page_id)
+        resources.append(_resource(outcome, warc.write(outcome, page_id=page_id)))
         outcome.archived = True
-        try:
-            url = normalize(outcome.url)
-        except InvalidURL:  # the browser asked for it as it was: replay finds it under that form
-            url = outcome.url
-        resources.append(Resource(url=url, target=outcome.url, fetched_at=outcome.started_at, status=outcome.status,
-                                  content_type=outcome.content_type, warc=location))  # fmt: skip
     made = [(f"urn:dom:{capture.url}", "text/html; charset=utf-8", rendering.dom)]
     made.append((f"urn:thumbnail:{capture.url}", "image/jpeg", rendering.screenshot))
     for uri, content_type, body in made:
@@ -103,3 +98,13 @@ def _archive_rendering(rendering: Rendering, capture: Capture, warc: WarcWriter)
             location = warc.write_resource(uri, content_type, body, page_id, capture.fetched_at)
             resources.append(Resource(url=uri, target=uri, fetched_at=capture.fetched_at, status=None,
                                       content_type=content_type.partition(";")[0], warc=location))  # fmt: skip
+
+
+def _resource(outcome: FetchOutcome, location: WarcLocation) -> Resource:
+    """The index row of a response archived outside the captures, found by its normalized URL."""
+    try:
+        url = normalize(outcome.url)
+    except InvalidURL:  # a browser asked for it as it was: replay finds it under that form
+        url = outcome.url
+    return Resource(url=url, target=outcome.url, fetched_at=outcome.started_at, status=outcome.status,
+                    content_type=outcome.content_type, warc=location)  # fmt: skip

@@ -17,6 +17,7 @@ from .fetch.robots import RobotsRules, fetch_robots
 from .frontier.base import Frontier
 from .frontier.budgets import Budgets
 from .frontier.sqlite import SqliteFrontier
+from .models import KeepResponse
 from .politeness import Politeness
 from .scope import Scope, SharedHosts
 from .stats import Stats
@@ -59,8 +60,9 @@ class Backend(Protocol):
         """Where `--skip-near-duplicates` finds earlier pages."""
         ...
 
-    async def robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
-        """A host's robots.txt rules, fetched (or, distributed by URL, shared with the other nodes)."""
+    async def robots_rules(self, fetcher: Fetcher, host: str, keep: KeepResponse) -> RobotsRules:
+        """A host's robots.txt rules, fetched (or, distributed by URL, shared with the other nodes); the
+        responses received go to `keep` to be archived."""
         ...
 
 
@@ -94,5 +96,5 @@ class Alone:
     def twins(self, db: Database, crawl_id: int) -> Twins:
         return StoredTwins(db, crawl_id)
 
-    async def robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
-        return await fetch_robots(fetcher, host, self._config.fetch.user_agent)
+    async def robots_rules(self, fetcher: Fetcher, host: str, keep: KeepResponse) -> RobotsRules:
+        return await fetch_robots(fetcher, host, self._config.fetch.user_agent, keep)

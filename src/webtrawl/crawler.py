@@ -36,10 +36,10 @@ from .frontier.budgets import Budgets
 from .media.handler import MediaHandler
 from .media.resolvers import Registry
 from .media.sniffed import Sniffs
-from .models import Entry, FrontierCounts
+from .models import Entry, FetchOutcome, FrontierCounts
 from .pages import PageHandler
 from .politeness import Politeness
-from .results import PageResult
+from .results import Result, SiteFiles
 from .scope import Scope, SharedHosts
 from .sitemaps import Sitemaps
 from .stats import CrawlReport, Stats
@@ -85,6 +85,8 @@ class Crawler:
         self._paused = False
         self._wake = asyncio.Event()
         self._claimed_nothing = False
+        self._site_files: list[FetchOutcome] = []
+        """robots.txt and sitemap responses fetched and not yet handed to the archiver."""
         self._archive_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webtrawl-archive")
         self.frontier: Frontier | None = None
 
@@ -205,7 +207,7 @@ class Crawler:
             return
         from .render.renderer import Renderer
 
-        robots = functools.partial(self.backend.robots_rules, fetcher)
+        robots = functools.partial(self.backend.robots_rules, fetcher, keep=self._keep_site_file)
         async with Renderer(self.config, fetcher, politeness, self.stats, robots) as renderer:
             yield renderer
 
@@ -223,7 +225,7 @@ class Crawler:
     ) -> str:
         """Run the main loop until the crawl ends or is stopped; returns why it ended."""
         config = self.config
-        results: asyncio.Queue[PageResult | None] = asyncio.Queue(maxsize=COMMIT_BATCH)
+        results: asyncio.Queue[Result | None] = asyncio.Queue(maxsize=COMMIT_BATCH)
         robots_pending: set[str] = set()
         fetches: set[asyncio.Task[None]] = set()
         deadline = None if config.max_time is None else time.monotonic() + config.max_time
@@ -242,7 +244,9 @@ class Crawler:
             await results.put(result)
 
         sitemaps = (
-            Sitemaps(fetcher, politeness, handler.scope, max_urls=config.scope.max_sitemap_urls)
+            Sitemaps(
+                fetcher, politeness, handler.scope, max_urls=config.scope.max_sitemap_urls, keep=self._keep_site_file
+            )
             if config.scope.sitemaps
             else None
         )
@@ -252,7 +256,7 @@ class Crawler:
             try:
                 politeness.reserve(host)
                 try:
-                    rules = await self.backend.robots_rules(fetcher, host)
+                    rules = await self.backend.robots_rules(fetcher, host, self._keep_site_file)
                 finally:
                     politeness.release(host)
                 if sitemaps is not None and politeness.rules(host) is None:
@@ -267,7 +271,7 @@ class Crawler:
                 robots_pending.discard(host)
                 self._wake.set()
 
-        archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None] = asyncio.Queue(maxsize=2)
+        archived: asyncio.Queue[tuple[list[Result], dict[str, int]] | None] = asyncio.Queue(maxsize=2)
         ended = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as tg:
@@ -302,6 +306,8 @@ class Crawler:
                             if host not in robots_pending:
                                 robots_pending.add(host)
                                 tg.create_task(robots(host))
+                        if self._site_files:
+                            await results.put(self._take_site_files())
                         self._wake.clear()  # before claiming: what happens from here on wakes the wait below
                         entries = await frontier.claim(budget) if budget > 0 else []
                         self._claimed_nothing = budget > 0 and not entries
@@ -329,6 +335,8 @@ class Crawler:
                         _done, late = await asyncio.wait(fetches, timeout=STOP_GRACE)
                         for task in late:
                             task.cancel()
+                    if self._site_files:
+                        await results.put(self._take_site_files())
                     await results.put(None)
                     await archiver
                     await committer
@@ -345,8 +353,8 @@ class Crawler:
 
     async def _archive_loop(
         self,
-        results: asyncio.Queue[PageResult | None],
-        archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None],
+        results: asyncio.Queue[Result | None],
+        archived: asyncio.Queue[tuple[list[Result], dict[str, int]] | None],
         warc: WarcWriter,
         mirror: Mirror | None,
     ) -> None:
@@ -356,6 +364,16 @@ class Crawler:
             await archived.put((batch, checkpoint))
         await archived.put(None)
 
+    def _keep_site_file(self, outcome: FetchOutcome) -> None:
+        """Have a robots.txt or sitemap response archived (by the main loop's next turn): one that got no
+        answer has nothing to archive."""
+        if outcome.status is not None:
+            self._site_files.append(outcome)
+
+    def _take_site_files(self) -> SiteFiles:
+        files, self._site_files = SiteFiles(self._site_files), []
+        return files
+
     def _starved(self) -> bool:
         """Whether the crawl waits for what is being committed: nothing in flight, and the last claim found
         nothing to hand out (the next URLs may be this batch's links)."""
@@ -364,7 +382,7 @@ class Crawler:
     async def _commit_loop(
         self,
         frontier: Frontier,
-        archived: asyncio.Queue[tuple[list[PageResult], dict[str, int]] | None],
+        archived: asyncio.Queue[tuple[list[Result], dict[str, int]] | None],
         db: Database,
     ) -> None:
         """Stage two: one database transaction per archived batch, in archive order.
@@ -376,10 +394,12 @@ class Crawler:
         while (item := await archived.get()) is not None:
             batch, checkpoint = item
             crash_point("before-commit")
-            await frontier.complete([result.completion for result in batch], checkpoint)
+            pages = [result.completion for result in batch if not isinstance(result, SiteFiles)]
+            site_files = [file for result in batch if isinstance(result, SiteFiles) for file in result.archived]
+            await frontier.complete(pages, checkpoint, site_files)
             crash_point("after-commit")
             self._wake.set()
-            unindexed += sum(result.completion.capture is not None for result in batch)
+            unindexed += sum(completion.capture is not None for completion in pages)
             if unindexed >= INDEX_CHUNK or (unindexed and time.monotonic() - indexed_at >= INDEX_EVERY):
                 await db.run(self._index_text)
                 unindexed, indexed_at = 0, time.monotonic()

@@ -6,6 +6,7 @@ by fingerprint (a signed 64-bit integer, see `urls.fingerprint`), never by the r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Literal
@@ -186,6 +187,10 @@ class FetchOutcome:
         """The media type without parameters, lower case ('' when absent)."""
         value = self.header("Content-Type") or ""
         return value.split(";", 1)[0].strip().lower()
+
+
+KeepResponse = Callable[[FetchOutcome], None]
+"""Where a response the crawl fetched for itself (a robots.txt, a sitemap) goes to be archived."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -1,15 +1,16 @@
-"""What a handler (`pages.PageHandler`, `media.handler.MediaHandler`) hands the committer for one URL, and the
-rule both follow when an attempt failed in a way that asking again may fix."""
+"""What a handler (`pages.PageHandler`, `media.handler.MediaHandler`) hands the committer for one URL, what the
+crawl hands it of the files it fetched for itself, and the rule the handlers follow when an attempt failed in a
+way that asking again may fix."""
 
 from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .config import FetchConfig
 from .fetch.page import Rendering
-from .models import Completion, Entry, FetchOutcome
+from .models import Completion, Entry, FetchOutcome, Resource
 
 
 @dataclass(slots=True)
@@ -23,6 +24,20 @@ class PageResult:
     """The decoded body, for the mirror."""
     rendering: Rendering | None = None
     """What the browser made of the page, when it was rendered: its requests' responses are archived too."""
+
+
+@dataclass(slots=True)
+class SiteFiles:
+    """Responses the crawl fetched for itself (robots.txt, sitemaps) on their way to the archive, which keeps
+    them as the evidence of what the crawl was allowed and told; they are no URL of the frontier."""
+
+    outcomes: list[FetchOutcome]
+    archived: list[Resource] = field(default_factory=list)
+    """Their records, as the archive thread wrote them."""
+
+
+Result = PageResult | SiteFiles
+"""What the archiver and the committer take, a batch at a time."""
 
 
 def retry_or_fail(fetch: FetchConfig, entry: Entry, reason: str, retry_after: float | None = None) -> Completion:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .errors import InvalidURL
-from .models import FetchOutcome, NewURL
+from .models import FetchOutcome, KeepResponse, NewURL
 from .parse.sitemap import SitemapError, decoded_chunks, parse_sitemap
 from .urls import fingerprint, normalize, origin
 
@@ -47,8 +47,12 @@ SITEMAP_SLOTS = 4
 class Sitemaps:
     """Reads the sitemaps of the crawl's hosts and turns their entries into frontier URLs."""
 
-    def __init__(self, fetcher: Fetcher, politeness: Politeness, scope: Scope, *, max_urls: int) -> None:
+    def __init__(
+        self, fetcher: Fetcher, politeness: Politeness, scope: Scope, *, max_urls: int, keep: KeepResponse
+    ) -> None:
+        """`keep` archives each sitemap response."""
         self._fetcher = fetcher
+        self._keep = keep
         self._politeness = politeness
         self._scope = scope
         self._max_urls = max_urls
@@ -64,7 +68,9 @@ class Sitemaps:
         except on cancellation.
         """
         delay = self._politeness.delay(host, rules)  # as the rules will set it
-        reader = _HostReader(self._fetcher, self._politeness, self._slots, host, rules, delay, self._max_urls)
+        reader = _HostReader(
+            self._fetcher, self._politeness, self._slots, host, rules, delay, self._max_urls, self._keep
+        )
         try:
             await reader.run(stopped)
         except Exception:  # a bug here must not stop the crawl; the host's pages are crawled anyway
@@ -94,8 +100,10 @@ class _HostReader:
         rules: RobotsRules,
         delay: float,
         max_urls: int,
+        keep: KeepResponse,
     ) -> None:
         self.fetcher = fetcher
+        self.keep = keep
         self.politeness = politeness
         self.slots = slots
         self.host = host
@@ -147,6 +155,7 @@ class _HostReader:
             finally:
                 self.politeness.release(self.host, ip=outcome.ip if outcome is not None else None)
             self.requests += 1
+            self.keep(outcome)
             status = outcome.status
             if status is not None and 200 <= status < 300:
                 return outcome

@@ -52,6 +52,9 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
     nodes = {node for (node,) in db.execute("SELECT DISTINCT node FROM captures")}
     assert nodes == {"node-01", "node-02", "node-03"}  # every node got work, the workers joining after the start
+    robots = {url for (url,) in db.execute("SELECT url FROM resources WHERE status = 200 AND node IS NOT NULL")}
+    hosts = {url.split("/", 3)[2] for url in captured}
+    assert robots == {f"http://{host}/robots.txt" for host in hosts}  # archived by their nodes, indexed here
     assert "crawl 'dist' (finished)" in shown
     counts = {line.split()[0]: line.split()[1] for line in shown.splitlines()[1:6]}
     done = db.execute("SELECT COUNT(*) FROM urls WHERE state = 2").fetchone()[0]

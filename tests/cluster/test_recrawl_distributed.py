@@ -105,6 +105,8 @@ async def test_a_worker_waits_between_passes_and_fetches_the_next_one(tmp_path: 
     assert warc_types(tmp_path / "worker") == {
         "/": [("revisit", "server-not-modified")],
         "/same": [("revisit", "server-not-modified")],
+        "/robots.txt": [("response", None)],  # what the worker read before its pages, archived too
+        "/sitemap.xml": [("response", None)],
     }
     assert rows(tmp_path / "coord", "SELECT status, node FROM captures WHERE unchanged = 1") == [(304, node)] * 2
 

@@ -39,14 +39,14 @@ from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import differences
 from ..store.db import Database
 from ..store.index import index_text
-from ..store.ingest import ingest, ingest_drops
+from ..store.ingest import ingest, ingest_drops, ingest_site_files
 from ..urls import NORMALIZATION_VERSION
 from .events import Event, LeaseHeld
 from .frontier import Layout
 from .keys import Keys
 from .leases import PARTITION_FIELDS
 from .redisconn import crawl_gone, persist, pipelined
-from .wire import decode_completion
+from .wire import decode_completion, decode_site_files
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ class Gatherer:
         await self._client.xgroup_setid(stream, GROUP, id="0")
 
     async def _apply(self, p: int, stream: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> int:
-        items, drops, ids = [], [], []
+        items, drops, site_files, ids = [], [], [], []
         for entry_id, fields in entries:
             ids.append(entry_id)
             if b"c" in fields:
@@ -272,10 +272,14 @@ class Gatherer:
                 items.append((f"p{p}:{entry_id.decode()}", completion, node))
             elif b"d" in fields:
                 drops.extend(json.loads(fields[b"d"]))
+            elif b"f" in fields:
+                site_files.append(decode_site_files(fields[b"f"]))
         if items:
             await self._db.run(ingest, self._crawl, items, self._near_distance)
         if drops:
             await self._db.run(ingest_drops, self._crawl, drops)
+        if site_files:
+            await self._db.run(ingest_site_files, self._crawl, site_files)
         await persist("acknowledging results", lambda: self._trim(stream, ids))
         return len(ids)
 

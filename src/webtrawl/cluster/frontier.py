@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..frontier.hosts import HostQueue
 from ..frontier.importance import SEED_CASH, already_seen, shares
 from ..frontier.seen import SeenCache
-from ..models import Completion, Entry, FrontierCounts, NewURL, Previous, Revisit, State
+from ..models import Completion, Entry, FrontierCounts, NewURL, Previous, Resource, Revisit, State
 from ..politeness import Politeness
-from ..urls import partition_of, template
+from ..urls import origin, partition_of, template
 from .bloom import fp_bytes
 from .entries import decode_entry, encode_entry
 from .keys import Keys
 from .leases import PARTITION_FIELDS, Leases
 from .redisconn import UNREACHABLE, persist, pipelined
 from .scripts import Scripts
-from .wire import encode_completion
+from .wire import encode_completion, encode_site_files
 
 if TYPE_CHECKING:
     from .hostlimits import SharedHostLimits
@@ -399,14 +399,21 @@ class RedisFrontier:
 
     # -- completing -------------------------------------------------------------------------------
 
-    async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
+    async def complete(
+        self, batch: Sequence[Completion], checkpoint: Mapping[str, int], site_files: Sequence[Resource] = ()
+    ) -> None:
         """Children first (in whatever partitions they live), then the results, fenced by the leases.
 
         The archive checkpoint is saved locally before anything is completed in Redis: a crash in between
         leaves records whose URLs are fetched again (at least once), never a result without its record.
+        Site files are not URLs of any partition: they go to the stream of their host's, unfenced.
         """
         if self._save_checkpoint is not None and checkpoint:
             await self._save_checkpoint(checkpoint)
+        if site_files:
+            entry = encode_site_files(list(site_files), self._leases.node)
+            stream = self._keys.stream(self.partition(site_files[0].url, origin(site_files[0].url)))
+            await self._redis("sending site files", lambda: self._client.xadd(stream, {"f": entry}))
         children = self._seen.fresh(child for item in batch for child in item.children)
         cash = None
         if self._importance:

@@ -22,6 +22,7 @@ from ..config import PolitenessConfig
 from ..fetch.fetcher import Fetcher
 from ..fetch.robots import RobotsRules, RobotsSource, fetch_robots_source
 from ..frontier.hosts import HostQueue
+from ..models import KeepResponse
 from ..politeness import Politeness
 from .keys import Keys
 from .redisconn import persist
@@ -150,7 +151,7 @@ class SharedRobots:
         self._user_agent = user_agent
         self._ttl = int(ttl * 1000)
 
-    async def rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
+    async def rules(self, fetcher: Fetcher, host: str, keep: KeepResponse) -> RobotsRules:
         key = self._keys.robots(host)
         client = self._client
         while True:
@@ -164,7 +165,7 @@ class SharedRobots:
             ):
                 break
             await asyncio.sleep(0.2)  # another node is fetching it
-        source = await fetch_robots_source(fetcher, host)
+        source = await fetch_robots_source(fetcher, host, keep)
         if source.verdict != "unreachable":  # each node retries an unreachable robots.txt on its own schedule
             document = json.dumps([source.verdict, source.text])
             await persist("sharing a robots.txt", lambda: client.set(key, document, px=self._ttl))

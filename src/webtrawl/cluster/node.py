@@ -33,6 +33,7 @@ from ..fetch.fetcher import Fetcher
 from ..fetch.robots import RobotsRules, fetch_robots
 from ..frontier.base import Frontier
 from ..frontier.budgets import Budgets
+from ..models import KeepResponse
 from ..politeness import Politeness
 from ..scope import Scope
 from ..stats import CrawlReport, Stats
@@ -271,10 +272,10 @@ class Node:
         """Earlier pages of every node: in Redis."""
         return RedisTwins(self._client, self._keys)
 
-    async def robots_rules(self, fetcher: Fetcher, host: str) -> RobotsRules:
+    async def robots_rules(self, fetcher: Fetcher, host: str, keep: KeepResponse) -> RobotsRules:
         if self._robots is None:
-            return await fetch_robots(fetcher, host, self._config.fetch.user_agent)
-        return await self._robots.rules(fetcher, host)
+            return await fetch_robots(fetcher, host, self._config.fetch.user_agent, keep)
+        return await self._robots.rules(fetcher, host, keep)
 
     def _obey(self, engine: Engine, frontier: RedisFrontier, command: str) -> None:
         frontier.paused = command == "pause"

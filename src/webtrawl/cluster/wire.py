@@ -79,10 +79,47 @@ def _encode_capture(capture: Capture) -> dict[str, Any]:
     doc["response_headers"] = capture.response_headers
     doc["warc"] = None if warc is None else [warc.file, warc.offset, warc.length, warc.payload_digest]
     if capture.resources:  # added later: optional
-        doc["resources"] = [
-            [r.url, r.target, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset, r.warc.length]
-            for r in capture.resources
-        ]
+        doc["resources"] = [_encode_resource(r) for r in capture.resources]
+    return doc
+
+
+def _encode_resource(r: Resource) -> list[Any]:
+    """A resource as a positional array; its payload digest, added later, last (entries without it read as None)."""
+    return [r.url, r.target, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset, r.warc.length,
+            r.warc.payload_digest]  # fmt: skip
+
+
+def encode_site_files(files: list[Resource], node: str) -> bytes:
+    """The stream entry for robots.txt and sitemap responses `node` archived for the crawl itself."""
+    doc = {"v": VERSION, "node": node, "files": [_encode_resource(file) for file in files]}
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_site_files(data: bytes) -> tuple[list[Resource], str]:
+    """The site files in a stream entry and the id of the node that archived them; ValueError as
+    `decode_completion` raises it."""
+    doc = _versioned(data, "site files")
+    try:
+        files, node = [_decode_resource(*file) for file in doc["files"]], doc["node"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed site files entry (wire format version {VERSION}): {exc!r}") from None
+    if not isinstance(node, str):
+        raise ValueError(f"malformed site files entry: node id {node!r} is not a string")
+    return files, node
+
+
+def _versioned(data: bytes, what: str) -> Any:
+    """The JSON document of a stream entry of this format version (ValueError for any other)."""
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:  # undecodable bytes or not JSON
+        raise ValueError(f"a {what} entry must be JSON: {exc}") from None
+    version = doc.get("v") if isinstance(doc, dict) else None
+    if version != VERSION:
+        raise ValueError(
+            f"{what} entry in wire format version {version!r}; this webtrawl reads version {VERSION} only "
+            "(are nodes of another webtrawl version writing to this crawl?)"
+        )
     return doc
 
 
@@ -92,16 +129,7 @@ def decode_completion(data: bytes) -> tuple[Completion, str]:
     Raises ValueError for an entry of another format version or one that is not a completion at all,
     saying which, so the coordinator can report the entry instead of guessing at it.
     """
-    try:
-        doc = json.loads(data)
-    except ValueError as exc:  # undecodable bytes or not JSON
-        raise ValueError(f"a completion entry must be JSON: {exc}") from None
-    version = doc.get("v") if isinstance(doc, dict) else None
-    if version != VERSION:
-        raise ValueError(
-            f"completion entry in wire format version {version!r}; this webtrawl reads version {VERSION} only "
-            "(are nodes of another webtrawl version writing to this crawl?)"
-        )
+    doc = _versioned(data, "completion")
     try:
         url, fp, host, depth, kind, referrer_fp, attempts, via = doc["entry"]
         completion = Completion(
@@ -152,9 +180,17 @@ def _decode_capture(doc: dict[str, Any]) -> Capture:
 
 
 def _decode_resource(
-    url: str, target: str, at: float, status: int | None, content_type: str, file: str, offset: int, length: int
+    url: str,
+    target: str,
+    at: float,
+    status: int | None,
+    content_type: str,
+    file: str,
+    offset: int,
+    length: int,
+    payload_digest: str | None = None,
 ) -> Resource:
-    warc = _decode_warc(file, offset, length, None)
+    warc = _decode_warc(file, offset, length, payload_digest)
     return Resource(url=url, target=target, fetched_at=at, status=status, content_type=content_type, warc=warc)
 
 

@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 
 from protego import Protego
 
-from ..models import FetchOutcome
+from ..models import FetchOutcome, KeepResponse
 from ..parse.decode import decompress
 
 if TYPE_CHECKING:
@@ -220,13 +220,14 @@ def rules_from_outcome(outcome: FetchOutcome | None, user_agent: str) -> RobotsR
     return source_from_outcome(outcome).rules(user_agent)
 
 
-async def fetch_robots(fetcher: Fetcher, origin: str, user_agent: str) -> RobotsRules:
+async def fetch_robots(fetcher: Fetcher, origin: str, user_agent: str, keep: KeepResponse) -> RobotsRules:
     """Fetch and parse the robots.txt of `origin` (see `fetch_robots_source`)."""
-    return (await fetch_robots_source(fetcher, origin)).rules(user_agent)
+    return (await fetch_robots_source(fetcher, origin, keep)).rules(user_agent)
 
 
-async def fetch_robots_source(fetcher: Fetcher, origin: str) -> RobotsSource:
-    """Fetch the robots.txt of `origin`, following up to 5 redirects.
+async def fetch_robots_source(fetcher: Fetcher, origin: str, keep: KeepResponse) -> RobotsSource:
+    """Fetch the robots.txt of `origin`, following up to 5 redirects; each response is handed to `keep`
+    (the archive: it shows what the crawl was allowed).
 
     Never raises except on cancellation: every failure becomes a verdict (see the module docstring).
     """
@@ -234,6 +235,7 @@ async def fetch_robots_source(fetcher: Fetcher, origin: str) -> RobotsSource:
     seen = {url}
     for _ in range(MAX_REDIRECTS + 1):
         outcome = await fetcher.fetch(url, any_type=True, max_size=ROBOTS_MAX_SIZE)
+        keep(outcome)
         status = outcome.status
         if status is None or not 300 <= status < 400:
             source = source_from_outcome(outcome)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from ..models import Completion, Entry, FrontierCounts, NewURL
+from ..models import Completion, Entry, FrontierCounts, NewURL, Resource
 
 
 class Frontier(Protocol):
@@ -38,8 +38,11 @@ class Frontier(Protocol):
         """Hand out up to `n` URLs from ready hosts, reserving their hosts' slots."""
         ...
 
-    async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
-        """Commit a batch of results and the archive checkpoint in one atomic step."""
+    async def complete(
+        self, batch: Sequence[Completion], checkpoint: Mapping[str, int], site_files: Sequence[Resource] = ()
+    ) -> None:
+        """Commit a batch of results, the site files archived with it (robots.txt, sitemaps) and the archive
+        checkpoint in one atomic step."""
         ...
 
     async def counts(self) -> FrontierCounts:

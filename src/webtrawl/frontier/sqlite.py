@@ -23,10 +23,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..models import Completion, Entry, FrontierCounts, NewURL, State
+from ..models import Completion, Entry, FrontierCounts, NewURL, Resource, State
 from ..parse.simhash import NEAR_DISTANCE
 from ..politeness import Politeness
-from ..store.batches import Completed, record_batch, record_drops
+from ..store.batches import Completed, record_batch, record_drops, record_site_files
 from ..store.db import Database, transaction
 from ..store.schedule import ENTRY, entry_of, requeue_due
 from .budgets import Budgets
@@ -349,11 +349,15 @@ class SqliteFrontier:
 
     # -- completing -------------------------------------------------------------------------------
 
-    async def complete(self, batch: Sequence[Completion], checkpoint: Mapping[str, int]) -> None:
+    async def complete(
+        self, batch: Sequence[Completion], checkpoint: Mapping[str, int], site_files: Sequence[Resource] = ()
+    ) -> None:
         self._seq += 1
         fresh = self._seen.fresh(child for item in batch for child in item.children)
         claims, self._unrecorded = self._unrecorded, []
-        changed = await self._db.run(self._complete_rows, batch, fresh, claims, checkpoint, self._seq, time.time())
+        changed = await self._db.run(
+            self._complete_rows, batch, fresh, claims, checkpoint, site_files, self._seq, time.time()
+        )
         self._raise_heads(changed)
         for item in batch:
             self._claimed[self._host_ids[item.entry.host]].discard(item.entry.fp)
@@ -371,6 +375,7 @@ class SqliteFrontier:
         fresh: list[NewURL],
         claims: list[tuple[int, float, int]],
         checkpoint: Mapping[str, int],
+        site_files: Sequence[Resource],
         seq: int,
         now: float,
     ) -> list[Row]:
@@ -390,6 +395,7 @@ class SqliteFrontier:
                 ],
             )
             record_batch(conn, crawl, [Completed(item) for item in batch], self._near_distance)
+            record_site_files(conn, crawl, site_files)
             if self._importance:
                 conn.executemany(_CASH, [(share, crawl, fp) for fp, share in shares(batch).items()])
             conn.executemany(

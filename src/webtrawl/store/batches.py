@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..models import Completion
+from ..models import Completion, Resource
 from ..urls import fingerprint
 from .crawls import add_extra_hosts
 from .fingerprints import mark_fingerprints
@@ -62,13 +62,31 @@ def record_batch(conn: sqlite3.Connection, crawl_id: int, batch: Sequence[Comple
     for item in batch:
         capture, media, entry = item.completion.capture, item.completion.media, item.completion.entry
         if capture is not None and capture.resources:
-            insert_resources(conn, crawl_id, [capture], item.node)
+            insert_resources(conn, crawl_id, ((capture.fp, r) for r in capture.resources), item.node)
         if media is not None:
             if not media.page_url and entry.referrer_fp is not None:  # a node knows fingerprints only
                 media.page_url = url_of(conn, crawl_id, entry.referrer_fp) or ""
             insert_media(conn, crawl_id, [(entry.fp, media)], item.node)
     record_schedules(conn, crawl_id, completions)
     add_extra_hosts(conn, crawl_id, [c.gained_host for c in completions if c.gained_host])
+
+
+def record_site_files(
+    conn: sqlite3.Connection, crawl_id: int, files: Sequence[Resource], node: str | None = None
+) -> None:
+    """Index the robots.txt and sitemap responses archived for the crawl itself, each under its own URL's
+    fingerprint; a record indexed before (a stream entry delivered twice) is not indexed again."""
+    fresh = [
+        file
+        for file in files
+        if conn.execute(
+            "SELECT 1 FROM resources WHERE crawl_id = ? AND url = ? AND fetched_at = ? AND warc_file = ? "
+            "AND warc_offset = ?",
+            (crawl_id, file.url, file.fetched_at, file.warc.file, file.warc.offset),
+        ).fetchone()
+        is None
+    ]
+    insert_resources(conn, crawl_id, ((fingerprint(file.url), file) for file in fresh), node, site_files=True)
 
 
 def record_drops(conn: sqlite3.Connection, crawl_id: int, drops: Iterable[tuple[str, str, int | None]]) -> int:

@@ -17,7 +17,8 @@ JSONL and CSV give one row per capture in capture order, with the fields in `FIE
 of `MEDIA_FIELDS` (`path` is relative to the crawl directory; a duplicate has none and names the task whose
 file has the same content; a failure has its reason in `error`).
 
-CDXJ is the index replay tools (pywb and others) read: one line per capture with a WARC record,
+CDXJ is the index replay tools (pywb and others) read: one line per response record (every capture with a
+WARC record, and the robots.txt, sitemap and rendered pages' request responses of `resources`),
 `<SURT> <yyyymmddhhmmss> {json}`, sorted by SURT then time, values written as `cdxj-indexer` writes them
 (strings; digest without its `sha1:` prefix). SQLite sorts it (spilling to disk when large), so no
 export holds more than one row in memory, however big the crawl.
@@ -62,10 +63,18 @@ _LATEST = """
     SELECT status, location FROM captures WHERE crawl_id = ? AND fp = ?
     ORDER BY fetched_at DESC, id DESC LIMIT 1
 """
+# Every response record: the captures', and those of `resources` (the robots.txt and sitemaps the crawl read,
+# the requests of rendered pages), under the URL their record names. The records webtrawl makes of a rendered
+# page (its DOM, its thumbnail: no status) are found through their page, not listed.
 _CDXJ_ROWS = """
     SELECT webtrawl_surt(url) AS key, fetched_at, url, content_type, status, payload_digest, warc_length,
            warc_offset, warc_file
-    FROM captures WHERE crawl_id = ? AND warc_file IS NOT NULL ORDER BY key, fetched_at, id
+    FROM captures WHERE crawl_id = ?1 AND warc_file IS NOT NULL
+    UNION ALL
+    SELECT webtrawl_surt(target), fetched_at, target, content_type, status, payload_digest, warc_length,
+           warc_offset, warc_file
+    FROM resources WHERE crawl_id = ?1 AND status IS NOT NULL
+    ORDER BY key, fetched_at, warc_file, warc_offset
 """
 
 

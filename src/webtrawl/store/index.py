@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..models import Capture
+from ..models import Capture, Resource
 from .db import transaction
 
 _COLUMNS = (
@@ -77,19 +77,25 @@ def insert_captures(conn: sqlite3.Connection, crawl_id: int, rows: Sequence[tupl
 
 
 def insert_resources(
-    conn: sqlite3.Connection, crawl_id: int, captures: Sequence[Capture], node: str | None = None
+    conn: sqlite3.Connection,
+    crawl_id: int,
+    resources: Iterable[tuple[int, Resource]],
+    node: str | None = None,
+    *,
+    site_files: bool = False,
 ) -> None:
-    """The records archived with rendered pages, in the same transaction as the pages' captures."""
+    """Records archived outside the captures, as (page fingerprint, resource): a rendered page's (written with
+    the page's capture) or, with `site_files`, the crawl's own robots.txt and sitemap files (their own URL's
+    fingerprint)."""
     rows = [
-        (crawl_id, capture.fp, r.url, r.target, r.fetched_at, r.status, r.content_type, r.warc.file,
-         r.warc.offset, r.warc.length, node)
-        for capture in captures
-        for r in capture.resources
+        (crawl_id, page_fp, r.url, r.target, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset,
+         r.warc.length, r.warc.payload_digest, node, site_files)
+        for page_fp, r in resources
     ]  # fmt: skip
     if rows:
         conn.executemany(
             "INSERT INTO resources(crawl_id, page_fp, url, target, fetched_at, status, content_type, warc_file, "
-            "warc_offset, warc_length, node) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "warc_offset, warc_length, payload_digest, node, site_file) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
 
@@ -98,7 +104,7 @@ def rendered_counts(conn: sqlite3.Connection, crawl_id: int) -> tuple[int, int]:
     """Rendered pages with a rendered document archived, and responses to rendered pages' requests archived."""
     row = conn.execute(
         "SELECT COUNT(*) FILTER (WHERE url LIKE 'urn:dom:%'), COUNT(*) FILTER (WHERE status IS NOT NULL) "
-        "FROM resources WHERE crawl_id = ?",
+        "FROM resources WHERE crawl_id = ? AND site_file = 0",
         (crawl_id,),
     ).fetchone()
     return int(row[0]), int(row[1])

@@ -25,10 +25,10 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 
-from ..models import HOST_BUDGET, TEMPLATE_BUDGET, Completion, NewURL, State
+from ..models import HOST_BUDGET, TEMPLATE_BUDGET, Completion, NewURL, Resource, State
 from ..parse.simhash import NEAR_DISTANCE
 from ..urls import fingerprint
-from .batches import Completed, record_batch, record_drops
+from .batches import Completed, record_batch, record_drops, record_site_files
 from .db import transaction
 
 Item = tuple[str, Completion, str]
@@ -204,6 +204,16 @@ def ingest_drops(conn: sqlite3.Connection, crawl_id: int, drops: Sequence[Sequen
         return record_drops(
             conn, crawl_id, ((url, reason, int(referrer) if referrer else None) for url, reason, referrer in drops)
         )
+
+
+def ingest_site_files(
+    conn: sqlite3.Connection, crawl_id: int, entries: Sequence[tuple[Sequence[Resource], str]]
+) -> None:
+    """Index the robots.txt and sitemap responses nodes archived, as (files, node id) per stream entry, in one
+    transaction; files indexed before are skipped (see `record_site_files`)."""
+    with transaction(conn):
+        for files, node in entries:
+            record_site_files(conn, crawl_id, files, node)
 
 
 def settle_unreached(conn: sqlite3.Connection, crawl_id: int) -> int:

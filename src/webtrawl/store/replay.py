@@ -88,9 +88,12 @@ def capture_by_id(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> A
 
 
 def captures_of_url(conn: sqlite3.Connection, crawl_id: int, url: str) -> list[ArchivedCapture]:
-    """Every capture of normalized `url`, oldest first."""
+    """Every capture of normalized `url`, oldest first, and every response to it archived outside the captures
+    (a robots.txt or a sitemap the crawl read, a rendered page's request)."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM captures WHERE crawl_id = ? AND fp = ? AND url = ? ORDER BY fetched_at, id",
+        f"SELECT {_COLUMNS} FROM captures WHERE crawl_id = ?1 AND fp = ?2 AND url = ?3 "
+        f"UNION ALL SELECT {_RESOURCE_COLUMNS} FROM resources WHERE crawl_id = ?1 AND url = ?3 AND status IS NOT NULL "
+        "ORDER BY fetched_at, id",
         (crawl_id, fingerprint(url), url),
     )
     return [capture for row in rows if (capture := _archived(row)) is not None]
@@ -126,7 +129,7 @@ def nearest_capture(conn: sqlite3.Connection, crawl_id: int, url: str, when: flo
 
 _RESOURCE_COLUMNS = (
     "-id, target, fetched_at, status, content_type, 0, NULL, '', NULL, NULL, warc_file, warc_offset, "
-    "warc_length, node, 0, NULL"
+    "warc_length, node, 0, payload_digest"
 )
 """A `resources` row as a capture: its id negated, so it is never taken for a capture's; its URL as archived."""
 

@@ -18,6 +18,9 @@ One file, `DIR/crawl.db`, holds every crawl of a directory, each row tagged with
 - `dropped`: URLs the crawl refused and has not taken, each once with the first reason. A URL in `urls`
   is never recorded (found too deep on one page, it may be in the frontier from another), and one that
   enters `urls` later (found closer, its host gained) leaves `dropped` (trigger `urls_taken`).
+- `resources`: records archived outside the captures: a rendered page's requests, DOM and thumbnail
+  (`page_fp` the page's), and the robots.txt and sitemap files the crawl read (`site_file`, `page_fp` their
+  own).
 - `warc_files`: each WARC file's committed end; on resume every file is cut back to it.
 - `crawl_live`, `crawl_control`: a running crawl's snapshot (JSON, rewritten every second) and the last
   command a dashboard gave it, so a dashboard in another process watches and steers it.
@@ -257,5 +260,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER urls_taken AFTER INSERT ON urls BEGIN
         DELETE FROM dropped WHERE crawl_id = NEW.crawl_id AND fp = NEW.fp;
     END;
+    """,
+    # 10: responses archived for the crawl itself (robots.txt, sitemaps) join `resources` (`site_file` 1,
+    # their `page_fp` the fingerprint of their own URL); every row keeps its payload digest, which the CDXJ
+    # index of the archive lists.
+    """
+    ALTER TABLE resources ADD COLUMN payload_digest TEXT;
+    ALTER TABLE resources ADD COLUMN site_file INTEGER NOT NULL DEFAULT 0;
     """,
 )
