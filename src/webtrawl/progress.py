@@ -1,10 +1,20 @@
 """What the terminal shows: a live display while crawling (or a log line every few seconds when stdout
-is not a terminal), and the report at the end."""
+is not a terminal), and the report at the end.
+
+The live display is redrawn in place twice a second, so every figure keeps its column whatever its size,
+and each says what it counts: a new user cannot otherwise tell "failed" (URLs the crawl gave up on, for
+good) from "errors" (attempts that went wrong, most of them retried). Its progress is done of known URLs,
+which grows as the crawl finds more; its ETA is the dashboard's (what is known now, at the current rate).
+At the end a crawl often waits only for a retry minutes away: the display then names the URL and when,
+instead of looking stuck."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import time
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -16,12 +26,24 @@ from rich.text import Text
 from .cluster.events import Event, Gathering, LeaseHeld, Requeued, Restored
 from .crawler import Crawler
 from .models import FrontierCounts
+from .reader import Retry
+from .reader import open as open_crawl
 from .stats import CrawlReport
 
 REFRESH = 0.5
 """Seconds between two updates of the live display."""
 PLAIN_EVERY = 5.0
 """Seconds between two log lines in plain mode."""
+BAR = 40
+"""Characters of the progress bar."""
+LABEL = 10
+NUMBER = 11
+"""Characters of a figure, right-aligned: room for 999,999,999, so a growing number moves nothing."""
+RETRIES_NAMED = 3
+"""URLs waiting for a retry named when nothing else is left."""
+FEW_LEFT = 20
+"""At most this many URLs waiting, nothing in flight: the crawl may be down to its retries, so the display
+looks which (a query of the store the display does not make while the crawl is busy)."""
 
 
 def _size(n: float) -> str:
@@ -38,6 +60,54 @@ def _duration(seconds: float) -> str:
     return f"{hours}:{minutes:02}:{secs:02}"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Figures:
+    """What the display shows at one moment: this run's counters, and the whole crawl's URLs by state."""
+
+    name: str
+    elapsed: float
+    responses: int
+    """Responses received in this run, any status (`Stats.pages`)."""
+    bytes: int
+    pages_per_second: float
+    bytes_per_second: float
+    in_flight: int
+    errors: int
+    """Fetch attempts of this run without a usable response or with a 5xx/429 (`Stats.errors`): a URL
+    retried three times counts three, and may still end done."""
+    counts: FrontierCounts
+    max_attempts: int
+    """Attempts a URL gets (`FetchConfig.max_attempts`), for "attempt 2 of 4"."""
+    retries: tuple[Retry, ...] = ()
+    """URLs waiting for a retry, looked up only when little else is left."""
+    rendered: dict[str, float] | None = None
+    """With rendering: `Stats.render_counts()`."""
+    now: float = field(default_factory=time.time)
+
+    @property
+    def known(self) -> int:
+        """URLs done, waiting or in flight: what the crawl has to do as far as it knows (failed ones are
+        out of both sides of the fraction, so a crawl with failures still ends at 100%)."""
+        return self.counts.done + self.counts.waiting + self.counts.running
+
+    @property
+    def fraction(self) -> float:
+        """Done of known, rounded down to a thousandth: 100.0% only once nothing is left."""
+        return math.floor(1000 * self.counts.done / self.known) / 1000 if self.known else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds until the URLs known now are fetched at the current rate, as the dashboard estimates (more
+        may be found meanwhile), and at least until the last retry named is due; None while nothing is
+        fetched and no retry is named."""
+        by_rate = (
+            (self.counts.waiting + self.counts.running) / self.pages_per_second if self.pages_per_second > 0 else None
+        )
+        retried = max((retry.due_at - self.now for retry in self.retries), default=None)
+        known = [seconds for seconds in (by_rate, retried) if seconds is not None]
+        return max(0.0, *known) if known else None
+
+
 class Progress:
     """Shows a running crawl; use as `async with Progress(crawler):` around `crawler.run()`."""
 
@@ -47,6 +117,7 @@ class Progress:
         self._console = console or Console(stderr=plain)
         self._task: asyncio.Task[None] | None = None
         self._counts = FrontierCounts()
+        self._retries: tuple[Retry, ...] = ()
 
     async def __aenter__(self) -> Progress:
         self._task = asyncio.create_task(self._show())
@@ -60,53 +131,120 @@ class Progress:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def _refresh_counts(self) -> None:
+    async def refresh(self) -> None:
+        """Read the frontier's counts again, and when little is left, which URLs wait for a retry."""
         frontier = self._crawler.frontier
-        if frontier is not None:
-            with contextlib.suppress(Exception):  # the display must never break the crawl
-                self._counts = await frontier.counts()
+        if frontier is None:
+            return
+        with contextlib.suppress(Exception):  # the display must never break the crawl
+            self._counts = counts = await frontier.counts()
+            few_left = counts.running == 0 and self._crawler.stats.fetching == 0 and 0 < counts.waiting <= FEW_LEFT
+            self._retries = await asyncio.to_thread(self._waiting_retries) if few_left else ()
+
+    def _waiting_retries(self) -> tuple[Retry, ...]:
+        config = self._crawler.config
+        with open_crawl(config.out, config.name) as crawl:
+            return tuple(crawl.retries(RETRIES_NAMED))
+
+    def figures(self) -> Figures:
+        """The display's figures now (the rate is over the last ten seconds or so)."""
+        stats, config = self._crawler.stats, self._crawler.config
+        pages_per_second, bytes_per_second = stats.rates()
+        return Figures(
+            name=config.name,
+            elapsed=stats.elapsed,
+            responses=stats.pages,
+            bytes=stats.bytes,
+            pages_per_second=pages_per_second,
+            bytes_per_second=bytes_per_second,
+            in_flight=stats.fetching,
+            errors=stats.errors,
+            counts=self._counts,
+            retries=self._retries,
+            max_attempts=config.fetch.max_attempts,
+            rendered=stats.render_counts() if config.render.enabled else None,
+        )
 
     async def _show(self) -> None:
         if self._plain:
             while True:
                 await asyncio.sleep(PLAIN_EVERY)
-                await self._refresh_counts()
-                self._console.print(self._line(), highlight=False, soft_wrap=True)
-        with Live(self._table(), console=self._console, refresh_per_second=4, transient=True) as live:
+                await self.refresh()
+                self._console.print(plain_line(self.figures()), highlight=False, soft_wrap=True)
+        await self.refresh()
+        with Live(live_view(self.figures()), console=self._console, refresh_per_second=4, transient=True) as live:
             tick = 0
             while True:
                 await asyncio.sleep(REFRESH)
-                if tick % 2 == 0:
-                    await self._refresh_counts()
                 tick += 1
-                live.update(self._table())
+                if tick % 2 == 0:
+                    await self.refresh()
+                live.update(live_view(self.figures()))
 
-    def _line(self) -> str:
-        stats, counts = self._crawler.stats, self._counts
-        pages_s, _bytes_s = stats.rates()
-        return (
-            f"[{_duration(stats.elapsed)}] {stats.pages} pages ({pages_s:.1f}/s), {_size(stats.bytes)}, "
-            f"{stats.fetching} in flight, {counts.waiting} waiting, {counts.done} done, "
-            f"{counts.failed} failed, {stats.errors} errors"
-        )
 
-    def _table(self) -> Group:
-        stats, counts = self._crawler.stats, self._counts
-        pages_s, bytes_s = stats.rates()
-        table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold")
-        table.add_column(justify="right")
-        table.add_row("elapsed", _duration(stats.elapsed))
-        table.add_row("pages", f"{stats.pages:,}  ({pages_s:,.1f}/s)")
-        table.add_row("bytes", f"{_size(stats.bytes)}  ({_size(bytes_s)}/s)")
-        table.add_row("in flight", f"{stats.fetching}")
-        table.add_row("done / failed", f"{counts.done:,} / {counts.failed:,}")
-        table.add_row("errors", f"{stats.errors:,}")
-        if self._crawler.config.render.enabled:
-            table.add_row("rendered", _rendered(stats.render_counts()))
-        depths = "  ".join(f"{d}:{n:,}" for d, n in sorted(counts.waiting_by_depth.items())[:10])
-        table.add_row("waiting", f"{counts.waiting:,}" + (f"  by depth {depths}" if depths else ""))
-        return Group(Text(f"webtrawl — crawl {self._crawler.config.name!r}", style="bold cyan"), table)
+def plain_line(f: Figures) -> str:
+    """The figures as one log line (stdout is not a terminal)."""
+    counts = f.counts
+    line = (
+        f"[{_duration(f.elapsed)}] {f.fraction:.1%} done: {counts.done:,} of {f.known:,} known URLs, "
+        f"{f.pages_per_second:,.1f} pages/s, ETA {_eta(f)}; {f.in_flight:,} in flight, {counts.waiting:,} waiting, "
+        f"{counts.failed:,} failed (URLs given up on), {f.errors:,} errors (fetch attempts with no response "
+        f"or a 5xx/429, retried or not); this run {f.responses:,} responses, {_size(f.bytes)}"
+    )
+    line += "".join(f"; retry {_retry(f, retry)}" for retry in f.retries)
+    return line + (f"; and {others:,} more URL(s) waiting" if (others := _others_waiting(f)) > 0 else "")
+
+
+def live_view(f: Figures) -> Group:
+    """The figures as the terminal shows them, redrawn in place: every figure in a column of its own width,
+    right-aligned, so nothing moves from one redraw to the next."""
+    counts = f.counts
+    filled = int(f.fraction * BAR)
+    bar = Text(no_wrap=True, overflow="ellipsis")
+    bar.append("█" * filled, style="green").append("░" * (BAR - filled), style="dim")
+    bar.append(f" {f.fraction:7.1%}  ETA {_eta(f):>{NUMBER}}")
+    depths = "  ".join(f"{d}:{n:,}" for d, n in sorted(counts.waiting_by_depth.items())[:10])
+    rows = [
+        ("done", f"{counts.done:,}", f"of {f.known:>{NUMBER},} known (done + waiting + in flight)"),
+        ("rate", f"{f.pages_per_second:,.1f}", f"pages/s, {_size(f.bytes_per_second)}/s (last 10 s)"),
+        ("in flight", f"{f.in_flight:,}", "URLs being fetched now"),
+        ("waiting", f"{counts.waiting:,}", "URLs to fetch" + (f", by depth {depths}" if depths else "")),
+        ("failed", f"{counts.failed:,}", "URLs given up on (HTTP error, robots.txt, retries spent)"),
+        ("errors", f"{f.errors:,}", "attempts this run: no response or 5xx/429, retried or not"),
+        ("fetched", f"{f.responses:,}", f"responses this run, {_size(f.bytes)}"),
+    ]
+    if f.rendered is not None:
+        rows.append(("rendered", f"{f.rendered['rendered']:,.0f}", _rendered(f.rendered)))
+    lines = [Text(f"webtrawl — crawl {f.name!r}, elapsed {_duration(f.elapsed)}", style="bold cyan"), bar]
+    lines += [_row(label, figure, words) for label, figure, words in rows]
+    lines += [_row("retry", "", _retry(f, retry), whole=True) for retry in f.retries]  # a URL is not cut
+    if (others := _others_waiting(f)) > 0:
+        lines.append(_row("", "", f"and {others:,} more URL(s) waiting"))
+    return Group(*lines)
+
+
+def _row(label: str, figure: str, words: str, *, whole: bool = False) -> Text:
+    """A label, a figure in its column, and what it counts: cut at the terminal's width (a line that wraps
+    would push the next ones down), or with `whole`, folded onto the next line."""
+    row = Text(no_wrap=not whole, overflow="fold" if whole else "ellipsis")
+    return row.append(f"{label:<{LABEL}}", style="bold").append(f"{figure:>{NUMBER}}  {words}")
+
+
+def _eta(f: Figures) -> str:
+    eta = f.eta
+    return "-" if eta is None else _duration(eta)
+
+
+def _retry(f: Figures, retry: Retry) -> str:
+    """A URL waiting for a retry: what its last attempt got, and when the next is due."""
+    at = time.strftime("%H:%M:%S", time.localtime(retry.due_at))
+    wait = max(0, round(retry.due_at - f.now))
+    return f"in {wait:,} s ({at}), attempt {retry.attempts + 1} of {f.max_attempts}: {retry.url} (last: {retry.reason})"
+
+
+def _others_waiting(f: Figures) -> int:
+    """URLs waiting besides the retries named (none when no retry is named)."""
+    return f.counts.waiting - len(f.retries) if f.retries else 0
 
 
 def _rendered(counts: dict[str, float]) -> str:
