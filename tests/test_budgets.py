@@ -7,10 +7,11 @@ from pathlib import Path
 from tests.crawls import connect, fast_config
 from tests.test_cli import FAST, webtrawl
 from tests.test_crawl_features import Handler, page, serve
-from webtrawl import CrawlConfig, Crawler, ScopeConfig
+from webtrawl import Crawler, ScopeConfig
 from webtrawl.frontier import budgets
 from webtrawl.frontier.budgets import Budgets
 from webtrawl.models import NewURL
+from webtrawl.settings import for_api
 from webtrawl.urls import fingerprint, origin
 
 ITEMS = 5000
@@ -136,7 +137,7 @@ def test_template_counters_stay_bounded_and_still_catch_a_trap(monkeypatch) -> N
 def test_budgets_from_a_config_file(tmp_path: Path) -> None:
     toml = tmp_path / "crawl.toml"
     toml.write_text("[scope]\nmax_urls_per_host = 0\nmax_urls_per_template = 500\nsitemaps = false\n")
-    config = CrawlConfig.from_toml(toml, seeds=("http://a.test/",), out=tmp_path)
+    config = for_api(("http://a.test/",), {"config": toml, "out": tmp_path})
     assert (config.scope.max_urls_per_host, config.scope.max_urls_per_template) == (None, 500)  # 0: no limit
     assert not config.scope.sitemaps
     assert ScopeConfig().max_urls_per_host == 1_000_000 and ScopeConfig().max_urls_per_template == 10_000

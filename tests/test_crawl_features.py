@@ -17,6 +17,7 @@ import webtrawl
 from tests.crawls import check_warcs, connect, fast_config, fetched_depths
 from tests.sites import SiteServer
 from webtrawl import CrawlConfig, Crawler, FetchConfig, PolitenessConfig, ScopeConfig
+from webtrawl.settings import for_api
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -238,7 +239,7 @@ def test_blocking_api_and_public_names(site_server_sync: str, tmp_path: Path) ->
 def test_config_from_toml(tmp_path: Path) -> None:
     path = tmp_path / "crawl.toml"
     path.write_text('concurrency = 5\n[scope]\nmode = "domain"\ndeny = ["/private/"]\n[politeness]\ndelay = 1.5\n')
-    cfg = CrawlConfig.from_toml(path, seeds=("http://example.org/",), out=tmp_path)
+    cfg = for_api(("http://example.org/",), {"config": path, "out": tmp_path})
     assert (cfg.concurrency, cfg.scope.mode, cfg.scope.deny, cfg.politeness.delay) == (
         5,
         "domain",

@@ -438,7 +438,8 @@ def test_only_the_first_500_kib_of_a_huge_robots_txt_count(shared: Run) -> None:
 @pytest.mark.parametrize("host", ["500", "timeout"])
 def test_an_unreachable_robots_txt_keeps_the_host_untouched(shared: Run, host: str) -> None:
     origin = shared.site.robots["500"] if host == "500" else shared.site.mute
-    assert shared.state(shared.url("/", origin))[:2] == (FAILED, "robots.txt unreachable")
+    why = "HTTP 500" if host == "500" else "read timeout"
+    assert shared.state(shared.url("/", origin))[:2] == (FAILED, f"robots.txt unreachable ({why})")
     seen = {hit.path for hit in shared.site.hits(origin)}
     assert seen == ({"/robots.txt"} if host == "500" else {"?"})  # the mute host never reads a request
     assert len(shared.site.hits(origin)) == 2  # asked again once (--retries 1) before giving up

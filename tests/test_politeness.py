@@ -44,7 +44,7 @@ async def test_robots_unreachable_for_good_fails_the_host_and_the_crawl_ends(tmp
         report = await Crawler(config(url, tmp_path, fetch=fetch)).run()
     assert report.outcome == "finished"
     assert [path for _, path in log] == ["/robots.txt"] * 3
-    assert failures(tmp_path) == {url: "robots.txt unreachable"}
+    assert failures(tmp_path) == {url: "robots.txt unreachable (HTTP 500)"}
 
 
 async def test_x_robots_tag_header_counts_like_meta_robots(tmp_path: Path) -> None:

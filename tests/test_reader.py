@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import webtrawl
 from tests.crawls import connect, fast_config
 from tests.sites import SiteServer
 from webtrawl import Crawler, FetchConfig, StoreError
@@ -32,7 +33,7 @@ async def test_a_finished_crawl_reads_as_the_commands_show_it(small_site: SiteSe
     report = await Crawler(fast_config(small_site.url, tmp_path, fetch=fetch)).run()
     assert report.outcome == "finished"
 
-    with open(tmp_path) as crawl:
+    with webtrawl.open(tmp_path) as crawl:  # the package's name for it
         assert crawl.name == "default"
         captures = list(crawl.captures())
         assert len(captures) == connect(tmp_path).execute("SELECT COUNT(*) FROM captures").fetchone()[0]

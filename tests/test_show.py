@@ -76,7 +76,7 @@ async def test_show_prints_the_response_as_the_server_sent_it(site_server: SiteS
     for url, why in [
         (site.url("/no/such/page/"), "the crawl never found it"),
         (site.url("/private/"), "the frontier has it as failed: blocked by robots.txt"),
-        (UNREACHABLE, "the frontier has it as failed: robots.txt unreachable"),
+        (UNREACHABLE, "the frontier has it as failed: robots.txt unreachable (connection refused)"),
         (too_deep(tmp_path), "dropped: too-deep"),
     ]:
         for flags in ((), ("--list",)):

@@ -5,7 +5,6 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 import asyncio
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import CrawlConfig, FetchConfig, PolitenessConfig, RenderConfig, ScopeConfig
@@ -22,6 +21,7 @@ from .stats import CrawlReport
 
 if TYPE_CHECKING:
     from .crawler import Crawler
+    from .reader import open as open  # webtrawl.open; not in __all__, to spare the builtin
 
 
 def __getattr__(name: str) -> Any:
@@ -32,18 +32,27 @@ def __getattr__(name: str) -> Any:
         from .crawler import Crawler
 
         return Crawler
+    if (
+        name == "open"
+    ):  # `webtrawl.open(DIR)`: a crawl directory read from Python (not in __all__: it is a builtin's name)
+        from .reader import open
+
+        return open
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def crawl(*seeds: str, out: str | Path, **settings: Any) -> CrawlReport:
+def crawl(*seeds: str, **settings: Any) -> CrawlReport:
     """Run a crawl to its end (or a limit) and return its report; blocking.
 
-    `settings` are `CrawlConfig` fields: `crawl("https://example.org/", out="dir", max_pages=100,
-    scope=ScopeConfig(mode="domain"))`.
+    `settings` are the `webtrawl crawl` command's flags by name, with the same values:
+    `crawl("https://example.org/", out="dir", max_depth=2, delay="1s", scope="domain", max_size="5MB")`;
+    `config="crawl.toml"` reads a settings file first (the keywords win); a whole part of the config may be
+    given as one (`fetch=FetchConfig(...)`). A bad setting raises `ConfigError` naming it.
     """
     from .crawler import Crawler
+    from .settings import for_api
 
-    return asyncio.run(Crawler(CrawlConfig(seeds=seeds, out=Path(out), **settings)).run())
+    return asyncio.run(Crawler(for_api(seeds, settings)).run())
 
 
 __all__ = [

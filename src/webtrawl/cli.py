@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import json
 import os
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 from redis.exceptions import RedisError
@@ -33,9 +33,11 @@ from .cluster.status import OBEYED as DISTRIBUTED_OBEYED
 from .cluster.status import control as distributed_control
 from .config import CrawlConfig
 from .crawler import Crawler
-from .flags import build_config, crawl_options, layout_of
+from .flags import GroupedCommand, crawl_options, layout_of
 from .interrupts import Interrupts, interruptible
+from .logs import setup_logging
 from .progress import Progress, describe, print_nodes, print_report, print_status, report_line
+from .settings import from_command_line
 from .stats import CrawlReport
 from .store.crawls import DEFAULT_NAME, crawl_id_of, crawl_name
 from .store.db import DB_NAME, DirectoryLock, connect
@@ -60,55 +62,46 @@ main.add_command(export)
 main.add_command(show)
 
 
-@main.command()
-@click.argument("seeds", nargs=-1, required=True)
+@main.command(cls=GroupedCommand)
+@click.argument("seeds", nargs=-1)
 @crawl_options
 @click.option("--serve", "serve_dashboard", is_flag=True, help="Run the dashboard beside the crawl (127.0.0.1).")
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True, help="With --serve: its port."
 )
-def crawl(
-    seeds: tuple[str, ...],
-    out: Path,
-    name: str,
-    config_file: Path | None,
-    quiet: bool,
-    verbose: bool,
-    redis_url: str | None,
-    no_fetch: bool,
-    partition_by: str,
-    partitions: int,
-    dedup: str,
-    expected_urls: int,
-    fp_rate: float,
-    lease_ttl: float,
-    serve_dashboard: bool,
-    port: int,
-    **flags: Any,
-) -> None:
+def crawl(seeds: tuple[str, ...], serve_dashboard: bool, port: int, **flags: Any) -> None:
     """Crawl SEEDS breadth-first into the directory --out (run it again to resume)."""
-    _setup_logging(verbose)
     try:
-        config = build_config(seeds, out, name, config_file, flags)
+        config, flags = from_command_line(click.get_current_context(), seeds, flags)
     except USAGE_ERRORS as exc:
         fail(str(exc))
+    setup_logging(flags["verbose"], flags["log_format"])
+    output: Output = "json" if flags["log_format"] == "json" else "quiet" if flags["quiet"] else "full"
+    quiet, redis_url = output != "full", flags["redis_url"]  # a JSON report is all stdout holds
     with contextlib.ExitStack() as stack:
         if serve_dashboard:
             stack.enter_context(_dashboard_beside(config, redis_url, port))
         if redis_url is not None:
-            layout = replace(
-                layout_of(config, partitions, dedup, expected_urls, fp_rate, lease_ttl), partition_by=partition_by
+            layout = layout_of(
+                config,
+                flags["partitions"],
+                flags["dedup"],
+                flags["expected_urls"],
+                flags["fp_rate"],
+                flags["lease_ttl"],
             )
-            run_pass = partial(_coordinator_pass, config, redis_url, layout, not no_fetch, quiet)
+            layout = replace(layout, partition_by=flags["partition_by"])
+            run_pass = partial(_coordinator_pass, config, redis_url, layout, not flags["no_fetch"], quiet)
         else:
             run_pass = partial(_embedded_pass, config, quiet)
-        ended = _run(interruptible(partial(_passes, run_pass, config.revisit.every, quiet), say))
+        ended = _run(interruptible(partial(_passes, run_pass, config.revisit.every, output), say))
         if ended is None:
             click.echo("interrupted: run the same command again to resume", err=True)
             sys.exit(130)
         report, nodes = ended
-        _finish(report, quiet)
-        print_nodes(nodes)
+        _finish(report, output)
+        if output != "json":
+            print_nodes(nodes)
 
 
 Nodes = dict[str, dict[str, Any]]
@@ -118,7 +111,7 @@ Nodes = dict[str, dict[str, Any]]
 async def _passes(
     run_pass: Callable[[Interrupts], Awaitable[tuple[CrawlReport, Nodes]]],
     every: float | None,
-    quiet: bool,
+    output: Output,
     interrupts: Interrupts,
 ) -> tuple[CrawlReport, Nodes] | None:
     """Run the crawl once, or with `--every` pass after pass until interrupted. Returns the last pass's
@@ -127,7 +120,7 @@ async def _passes(
         report, nodes = await run_pass(interrupts)
         if every is None or report.outcome != "finished":
             return report, nodes
-        _finish(report, quiet, final=False)
+        _finish(report, output, final=False)
         if interrupts.requested:
             return None
         click.echo(f"next re-crawl pass in {every:g} s (Ctrl-C to stop)", err=True)
@@ -168,9 +161,15 @@ def _dashboard_beside(
     return dashboard.beside()
 
 
-def _finish(report: CrawlReport, quiet: bool, *, final: bool = True) -> None:
+Output = Literal["full", "quiet", "json"]
+"""How the end report is printed: the table, one line, or one JSON object (`--log-format json`)."""
+
+
+def _finish(report: CrawlReport, output: Output, *, final: bool = True) -> None:
     """Print the report; exit 130 when interrupted, 1 when nothing was fetched (unless not `final`)."""
-    if quiet:
+    if output == "json":
+        click.echo(json.dumps({**asdict(report), "pages_per_second": round(report.pages_per_second, 2)}))
+    elif output == "quiet":
         click.echo(report_line(report))
     else:
         print_report(report)
@@ -182,6 +181,9 @@ def _finish(report: CrawlReport, quiet: bool, *, final: bool = True) -> None:
     if report.outcome == "stopped":
         click.echo("stopped: run the same command again to resume", err=True)
     if report.done_total == 0:
+        if report.failures and output != "full":  # the full report lists them already
+            reasons = ", ".join(f"{reason} ({count:,})" for reason, count in report.failures.items())
+            click.echo(f"nothing was fetched; failed: {reasons}", err=True)
         sys.exit(1)
 
 
@@ -248,7 +250,7 @@ def serve(
     directory: Path, name: str | None, host: str, port: int, token: str | None, redis_url: str | None, verbose: bool
 ) -> None:
     """Open the dashboard on a crawl directory, finished or running (Ctrl-C to quit)."""
-    _setup_logging(verbose)
+    setup_logging(verbose)
     try:
         name = _crawl_in(directory, name)
         site = Site(directory, name=name, redis_url=redis_url, token=token or None)
@@ -270,13 +272,6 @@ async def _serve_until_interrupted(dashboard: Dashboard) -> None:
 
 def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
-
-
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
 
 
 def _run(job: Coroutine[Any, Any, T]) -> T:
@@ -330,7 +325,7 @@ def _expected_leaf(exc: BaseException) -> str | None:
 @click.option("--verbose", "-v", is_flag=True, help="Log details to stderr.")
 def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None, quiet: bool, verbose: bool) -> None:
     """Join a distributed crawl as a node; leave when it ends or is told to stop."""
-    _setup_logging(verbose)
+    setup_logging(verbose)
     ended = _run(
         interruptible(
             lambda interrupts: run_worker(redis_url, name, out=out, concurrency=concurrency, interrupts=interrupts),

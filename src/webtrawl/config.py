@@ -8,8 +8,7 @@ changes which URLs the crawl contains, so a resume with different values is refu
 from __future__ import annotations
 
 import re
-import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +19,8 @@ from .request_options import MAX_TTL, MIN_TTL, check_proxy, parse_auth, parse_he
 
 ScopeMode = Literal["host", "domain", "prefix", "any"]
 
-DEFAULT_USER_AGENT = f"webtrawl/{__version__} (+https://pypi.org/project/webtrawl/)"
+DEFAULT_USER_AGENT = f"webtrawl/{__version__}"
+"""The crawler's own name; an operator crawling others' sites adds theirs and a contact (`--user-agent`)."""
 
 # Extensions of files that are not pages: never fetched as pages (the original design skipped images,
 # audio and executables). With page requisites on, images, fonts, CSS and scripts are fetched as such.
@@ -173,7 +173,7 @@ class FetchConfig:
     user_agent: str = DEFAULT_USER_AGENT
     connect_timeout: float = 10.0
     read_timeout: float = 30.0
-    total_timeout: float = 120.0
+    total_timeout: float = 60.0
     max_attempts: int = 4
     """Attempts per URL for retryable failures (connection errors, 5xx, 429), the first one included."""
     max_retry_wait: float = 600.0
@@ -435,48 +435,3 @@ class CrawlConfig:
             "scope": asdict(self.scope),
             "normalization": normalization_version,
         }
-
-    @classmethod
-    def from_toml(cls, path: Path, **overrides: Any) -> CrawlConfig:
-        """Build a config from a TOML file (`[scope]`, `[fetch]`, `[politeness]` tables); `overrides` win.
-
-        An override of a part may be a dict of some of its fields: they replace those fields of the table.
-        """
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}") from None
-        parts = {
-            "scope": ScopeConfig,
-            "fetch": FetchConfig,
-            "politeness": PolitenessConfig,
-            "media": MediaConfig,
-            "revisit": RevisitConfig,
-            "render": RenderConfig,
-        }
-        for key in parts:  # a part given as a dict overrides the file's table field by field
-            if isinstance(overrides.get(key), dict):
-                table = data.get(key, {})
-                data[key] = {**(table if isinstance(table, dict) else {}), **overrides.pop(key)}
-        kwargs: dict[str, Any] = {}
-        for key, value in data.items():
-            if key in parts:
-                if not isinstance(value, dict):
-                    raise ConfigError(f"[{key}] in {path} must be a table")
-                kwargs[key] = _build(parts[key], value, f"[{key}]")
-            else:
-                kwargs[key] = tuple(value) if isinstance(value, list) else value
-        kwargs.update(overrides)
-        return _build(cls, kwargs, str(path))
-
-
-def _build(cls: type, values: dict[str, Any], where: str) -> Any:
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"unknown setting(s) in {where}: {', '.join(unknown)}")
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise ConfigError(f"bad settings in {where}: {exc}") from None

@@ -9,47 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import click
-from click.core import ParameterSource
 
 from .cluster.bloom import first_capacity
 from .cluster.frontier import Layout
 from .cluster.node import HEARTBEAT
 from .config import (
     CrawlConfig,
-    FetchConfig,
-    MediaConfig,
-    PolitenessConfig,
-    RenderConfig,
-    RevisitConfig,
-    ScopeConfig,
 )
 from .errors import ConfigError
-
-
-class Duration(click.ParamType):
-    """Seconds, or a number with a unit: 90s, 15m, 6h, 30d."""
-
-    name = "duration"
-    _UNITS: ClassVar[dict[str, int]] = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        text = str(value).strip().lower()
-        unit = self._UNITS.get(text[-1:], None)
-        try:
-            seconds = float(text[:-1] if unit else text) * (unit or 1)
-        except ValueError:
-            self.fail(f"{value!r} is not a duration (a number of seconds, or with s, m, h or d: 6h)", param, ctx)
-        if seconds < 0:
-            self.fail(f"{value!r} is negative", param, ctx)
-        return seconds
-
-
-DURATION = Duration()
+from .units import DURATION, SIZE
 
 
 def _same(value: Any) -> Any:
@@ -75,7 +46,9 @@ FLAG_FIELDS: dict[str, tuple[str | None, str, Callable[[Any], Any]]] = {
     "max_sitemap_urls": ("scope", "max_sitemap_urls", _same),
     "max_size": ("fetch", "max_size", _same),
     "fetch_non_html": ("fetch", "fetch_non_html", _same),
+    "connect_timeout": ("fetch", "connect_timeout", _same),
     "timeout": ("fetch", "read_timeout", _same),
+    "total_timeout": ("fetch", "total_timeout", _same),
     "retries": ("fetch", "max_attempts", lambda n: n + 1),
     "ignore_robots": ("fetch", "respect_robots", lambda ignore: not ignore),
     "user_agent": ("fetch", "user_agent", _same),
@@ -131,27 +104,53 @@ def _read_script(path: Path) -> str:
 
 
 CRAWL_OPTIONS = [
-    click.option("--out", "-o", type=click.Path(path_type=Path), required=True, help="Crawl directory."),
+    click.option("--out", "-o", type=click.Path(path_type=Path), help="Crawl directory (created when missing)."),
     click.option("--name", default="default", show_default=True, help="Crawl name (several crawls may share --out)."),
-    click.option("--config", "config_file", type=click.Path(path_type=Path), help="TOML file with settings."),
+    click.option(
+        "--config",
+        "config_file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        metavar="FILE.toml",
+        help="Settings file: any flag below as a key (max-depth = 2), seeds too; flags given here win.",
+    ),
     click.option("--max-pages", type=int, help="Stop after this many pages in the whole crawl."),
     click.option("--max-depth", type=int, help="Do not follow links deeper than this."),
-    click.option("--max-time", type=float, help="Stop this run after this many seconds."),
+    click.option("--max-time", type=DURATION, metavar="DURATION", help="Stop this run after this long (90s, 2h)."),
     click.option("--concurrency", type=int, default=32, show_default=True, help="Fetches in flight."),
     click.option("--per-host", type=int, default=2, show_default=True, help="Fetches in flight per host."),
     click.option(
-        "--delay", type=float, default=0.5, show_default=True, help="Seconds between request starts on one host."
+        "--delay",
+        type=DURATION,
+        default="500ms",
+        show_default=True,
+        metavar="DURATION",
+        help="Time between request starts on one host.",
     ),
     click.option("--per-ip", type=int, help="Fetches in flight per IP address, across host names (default: no limit)."),
     click.option("--adaptive", is_flag=True, help="Each host's delay follows its response times; 429/503 back it off."),
-    click.option("--min-delay", type=float, default=0.0, show_default=True, help="Smallest delay with --adaptive."),
-    click.option("--max-delay", type=float, default=60.0, show_default=True, help="Largest delay with --adaptive."),
+    click.option(
+        "--min-delay",
+        type=DURATION,
+        default="0s",
+        show_default=True,
+        metavar="DURATION",
+        help="Smallest delay with --adaptive.",
+    ),
+    click.option(
+        "--max-delay",
+        type=DURATION,
+        default="1m",
+        show_default=True,
+        metavar="DURATION",
+        help="Largest delay with --adaptive.",
+    ),
     click.option(
         "--max-crawl-delay",
-        type=float,
-        default=30.0,
+        type=DURATION,
+        default="30s",
         show_default=True,
-        help="robots.txt Crawl-delay is obeyed up to this many seconds.",
+        metavar="DURATION",
+        help="robots.txt Crawl-delay is obeyed up to this.",
     ),
     click.option(
         "--scope",
@@ -163,8 +162,10 @@ CRAWL_OPTIONS = [
     ),
     click.option("--allow", multiple=True, help="Regex a URL must match (repeatable)."),
     click.option("--deny", multiple=True, help="Regex that excludes a URL (repeatable)."),
-    click.option("--max-url-length", type=int, default=2048, show_default=True),
-    click.option("--max-query-params", type=int, default=10, show_default=True),
+    click.option("--max-url-length", type=int, default=2048, show_default=True, help="Drop longer URLs (characters)."),
+    click.option(
+        "--max-query-params", type=int, default=10, show_default=True, help="Drop URLs with more query parameters."
+    ),
     click.option(
         "--max-repeated-segments",
         type=int,
@@ -203,23 +204,59 @@ CRAWL_OPTIONS = [
     click.option("--page-requisites", is_flag=True, help="Also fetch CSS, images, scripts and fonts pages need."),
     click.option("--ignore-nofollow", is_flag=True, help="Follow rel=nofollow links and nofollow pages."),
     click.option("--ignore-robots", is_flag=True, help="Do not fetch or obey robots.txt."),
-    click.option("--user-agent", help="User-Agent header (default names webtrawl and its version)."),
+    click.option(
+        "--user-agent",
+        metavar="TEXT",
+        help="User-Agent header [webtrawl/VERSION]. Crawling others' sites, name yourself and a contact: "
+        "'mybot/1.0 (+https://example.org/bot; bot@example.org)'.",
+    ),
     click.option(
         "--max-size",
-        type=int,
-        default=10 * 1024 * 1024,
+        type=SIZE,
+        default="10MB",
         show_default=True,
-        help="Bytes per body, received and decoded.",
+        metavar="SIZE",
+        help="Largest body, received and decoded (500KB, 10MB); a longer one is cut and marked truncated.",
     ),
     click.option("--fetch-non-html", is_flag=True, help="Download bodies of non-HTML responses too."),
-    click.option("--timeout", type=float, default=30.0, show_default=True, help="Read timeout, seconds."),
+    click.option(
+        "--connect-timeout",
+        type=DURATION,
+        default="10s",
+        show_default=True,
+        metavar="DURATION",
+        help="Longest wait for a connection (TLS included).",
+    ),
+    click.option(
+        "--timeout",
+        type=DURATION,
+        default="30s",
+        show_default=True,
+        metavar="DURATION",
+        help="Read timeout: the longest silence between two pieces of a response.",
+    ),
+    click.option(
+        "--total-timeout",
+        type=DURATION,
+        default="1m",
+        show_default=True,
+        metavar="DURATION",
+        help="Longest a whole request may take, however it trickles in.",
+    ),
     click.option(
         "--resolve",
         multiple=True,
         metavar="HOST:[PORT:]ADDR",
         help="Connect to ADDR for HOST, as curl does (repeatable); the guard lets these through.",
     ),
-    click.option("--dns-ttl", type=float, default=300.0, show_default=True, help="Seconds a DNS answer is reused."),
+    click.option(
+        "--dns-ttl",
+        type=DURATION,
+        default="5m",
+        show_default=True,
+        metavar="DURATION",
+        help="How long a DNS answer is reused.",
+    ),
     click.option(
         "--block-private/--no-block-private",
         default=True,
@@ -235,7 +272,14 @@ CRAWL_OPTIONS = [
     click.option("--proxy", metavar="URL", help="Send every request through this HTTP proxy."),
     click.option("--cookies", is_flag=True, help="Keep cookies, each sent back only to the host that set it."),
     click.option("--retries", type=int, default=3, show_default=True, help="Retries of a URL after a failure."),
-    click.option("--warc-size", type=int, default=1024**3, show_default=True, help="Bytes per WARC file."),
+    click.option(
+        "--warc-size",
+        type=SIZE,
+        default="1GB",
+        show_default=True,
+        metavar="SIZE",
+        help="Size at which a new WARC file begins.",
+    ),
     click.option("--mirror", is_flag=True, help="Also write plain files named from the URL, as wget does."),
     click.option(
         "--media",
@@ -243,7 +287,9 @@ CRAWL_OPTIONS = [
         metavar="audio[,video]",
         help="Also collect these media into DIR/media/ (found on pages, resolved, downloaded with resume).",
     ),
-    click.option("--media-max-size", type=int, help="Bytes per media file (default 2 GiB; 0: no limit)."),
+    click.option(
+        "--media-max-size", type=SIZE, metavar="SIZE", help="Largest media file or stream [2GB; 0: no limit]."
+    ),
     click.option("--media-concurrency", type=int, help="Media downloads in flight (default 4), besides page fetches."),
     click.option(
         "--media-quality",
@@ -276,7 +322,12 @@ CRAWL_OPTIONS = [
         "(--render auto). Needs pip install 'webtrawl[browser]'.",
     ),
     click.option("--render-match", metavar="REGEX", help="Render only the pages whose URL matches (implies --render)."),
-    click.option("--render-timeout", type=float, help="Seconds a page's rendering may take, behaviours included [30]."),
+    click.option(
+        "--render-timeout",
+        type=DURATION,
+        metavar="DURATION",
+        help="How long a page's rendering may take, behaviours included [30s].",
+    ),
     click.option("--render-concurrency", type=int, help="Pages rendered at once [2]."),
     click.option(
         "--behavior",
@@ -301,7 +352,14 @@ CRAWL_OPTIONS = [
     click.option("--skip-near-duplicates", is_flag=True, help="Do not follow links of near-duplicate pages (SimHash)."),
     click.option("--near-distance", type=int, help="SimHash bits two near-duplicates may differ in [3]."),
     click.option("--quiet", "-q", is_flag=True, help="No progress display; only the final summary line."),
-    click.option("--verbose", "-v", is_flag=True, help="Log details to stderr."),
+    click.option("--verbose", "-v", is_flag=True, help="Log details to stderr, every request included."),
+    click.option(
+        "--log-format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="Log lines as text, or as one JSON object each; json also prints the end report as JSON on stdout.",
+    ),
     click.option(
         "--redis", "redis_url", metavar="URL", help="Run distributed: this process coordinates the crawl in Redis."
     ),
@@ -317,7 +375,12 @@ CRAWL_OPTIONS = [
         "--partitions", type=int, default=64, show_default=True, help="With --redis: partitions (fixed at creation)."
     ),
     click.option(
-        "--dedup", type=click.Choice(["bloom", "exact"]), default="bloom", show_default=True, help="With --redis."
+        "--dedup",
+        type=click.Choice(["bloom", "exact"]),
+        default="bloom",
+        show_default=True,
+        help="With --redis: how a URL already seen is known: a Bloom filter (small; rare false positives, counted) "
+        "or an exact set.",
     ),
     click.option(
         "--expected-urls", type=int, default=10_000_000, show_default=True, help="With --redis: sizes the Bloom filter."
@@ -327,13 +390,61 @@ CRAWL_OPTIONS = [
     ),
     click.option(
         "--lease-ttl",
-        type=float,
-        default=15.0,
+        type=DURATION,
+        default="15s",
         show_default=True,
-        help="With --redis: seconds a partition lease lasts (at least 3).",
+        metavar="DURATION",
+        help="With --redis: how long a partition lease lasts (at least 3s).",
     ),
 ]
 """The crawl command's flags, beside the table of the config fields they set (`FLAG_FIELDS`)."""
+
+
+HELP_GROUPS: dict[str, tuple[str, ...]] = {
+    "Output": ("out", "name", "config_file", "warc_size", "mirror", "quiet", "verbose", "log_format"),
+    "Scope and limits": (
+        "scope_mode", "allow", "deny", "max_depth", "max_pages", "max_time", "sitemaps", "max_sitemap_urls",
+        "page_requisites", "ignore_nofollow", "order", "skip_near_duplicates", "near_distance", "max_url_length",
+        "max_query_params", "max_repeated_segments", "max_meaningless_symbols", "max_urls_per_host",
+        "max_urls_per_template",
+    ),
+    "Politeness": (
+        "delay", "per_host", "per_ip", "adaptive", "min_delay", "max_delay", "max_crawl_delay", "ignore_robots",
+        "user_agent",
+    ),
+    "Fetching": (
+        "concurrency", "connect_timeout", "timeout", "total_timeout", "retries", "max_size", "fetch_non_html",
+        "header", "auth", "cookies", "proxy", "resolve", "dns_ttl", "block_private", "allow_private", "insecure",
+    ),
+    "Re-crawling": ("recrawl", "every", "min_interval", "max_interval"),
+    "Media": (
+        "media_kinds", "media_max_size", "media_concurrency", "media_quality", "media_max_duration", "media_remux",
+        "resolvers",
+    ),
+    "Rendering (headless Chromium)": (
+        "render", "render_match", "render_timeout", "render_concurrency", "behavior", "screenshots",
+    ),
+    "Distributed (with --redis)": (
+        "redis_url", "partition_by", "no_fetch", "partitions", "dedup", "expected_urls", "fp_rate", "lease_ttl",
+    ),
+}  # fmt: skip
+"""The sections of `webtrawl crawl --help`, by flag parameter name; flags of no section come last."""
+
+
+class GroupedCommand(click.Command):
+    """A command whose --help lists its options in `HELP_GROUPS` sections instead of one long list."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {param.name: param.get_help_record(ctx) for param in self.get_params(ctx)}
+        others = tuple(name for name in records if name not in _GROUPED)
+        for title, names in [*HELP_GROUPS.items(), ("Other", others)]:
+            rows = [record for name in names if (record := records.get(name)) is not None]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+_GROUPED = {name for names in HELP_GROUPS.values() for name in names}
 
 
 def crawl_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -341,47 +452,6 @@ def crawl_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(CRAWL_OPTIONS):
         command = option(command)
     return command
-
-
-def build_config(
-    seeds: tuple[str, ...], out: Path, name: str, config_file: Path | None, flags: dict[str, Any]
-) -> CrawlConfig:
-    """The crawl's config from the flags, over the `--config` file when there is one.
-
-    With a file, only the flags given on the command line override it: a flag left at its default must not
-    hide the file's value.
-    """
-    if flags["retries"] < 0:
-        raise ConfigError("--retries must be ≥ 0")
-    if flags.get("render_match") and flags.get("render") is None:
-        flags = {**flags, "render": "all"}  # a pattern of pages to render means rendering them
-    ctx = click.get_current_context()
-    given = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
-    parts: dict[str, dict[str, Any]] = {
-        "scope": {},
-        "fetch": {},
-        "politeness": {},
-        "media": {},
-        "revisit": {},
-        "render": {},
-    }
-    settings: dict[str, Any] = {"seeds": seeds, "out": out, "name": name}
-    for flag, value in flags.items():
-        if (config_file is not None and ctx.get_parameter_source(flag) not in given) or value is None:
-            continue
-        part, field, convert = FLAG_FIELDS[flag]
-        (settings if part is None else parts[part])[field] = convert(value)
-    if config_file is not None:
-        return CrawlConfig.from_toml(config_file, **settings, **parts)
-    return CrawlConfig(
-        **settings,
-        scope=ScopeConfig(**parts["scope"]),
-        fetch=FetchConfig(**parts["fetch"]),
-        politeness=PolitenessConfig(**parts["politeness"]),
-        media=MediaConfig(**parts["media"]),
-        revisit=RevisitConfig(**parts["revisit"]),
-        render=RenderConfig(**parts["render"]),
-    )
 
 
 MIN_LEASE_TTL = HEARTBEAT + 1.0

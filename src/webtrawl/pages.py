@@ -108,8 +108,8 @@ class PageHandler:
             rules = self._politeness.rules(entry.host)
             if rules is not None and not rules.allowed(entry.url):
                 self._politeness.cancel(entry.host)
-                reason = "robots.txt unreachable" if rules.unreachable else "blocked by robots.txt"
-                return self._scheduled(PageResult(Completion(entry=entry, verdict="failed", reason=reason)))
+                failed = Completion(entry=entry, verdict="failed", reason=rules.refusal)
+                return self._scheduled(PageResult(failed))
             outcome, rendering = None, None
             try:
                 # A rendered page holds its host's slot until its rendering ends (see `render.renderer`).

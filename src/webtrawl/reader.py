@@ -22,7 +22,7 @@ from .models import FrontierCounts
 from .store.browse import Filters, Hit, search
 from .store.crawls import crawl_id_of, crawl_name
 from .store.db import DB_NAME, connect
-from .store.export import _rows
+from .store.export import capture_rows
 from .store.overview import Overview, overview
 from .store.replay import ArchivedCapture
 from .store.show import ArchivedMessage, captures_of, latest_archived, read_message
@@ -149,7 +149,7 @@ class CrawlReader:
 
     def captures(self) -> Iterator[Capture]:
         """Every capture in capture order: a URL fetched twice (a retry, a re-crawl) comes twice."""
-        for row in _rows(self._conn, self._crawl_id):
+        for row in capture_rows(self._conn, self._crawl_id):
             yield Capture(**{**row, "redirects": tuple(row["redirects"])})
 
     def search(self, query: str, limit: int = 20) -> list[Hit]:

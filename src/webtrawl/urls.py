@@ -53,7 +53,8 @@ def normalize_seeds(seeds: tuple[str, ...]) -> list[str]:
         try:
             normalized.append(normalize(seed))
         except InvalidURL as exc:
-            raise ConfigError(f"bad seed URL {seed!r}: {exc}") from None
+            hint = f" (a seed URL starts with its scheme: https://{seed.lstrip('/')})" if "://" not in seed else ""
+            raise ConfigError(f"bad seed URL {seed!r}: {exc}{hint}") from None
     return list(dict.fromkeys(normalized))
 
 

@@ -43,6 +43,7 @@ from .dns import AddressGuard, Resolver
 from .failures import BlockedRequest, describe_error
 
 logger = logging.getLogger(__name__)
+requests_log = logging.getLogger("webtrawl.requests")
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 """Media types whose body is read even when non-HTML bodies are not wanted."""
@@ -226,8 +227,19 @@ class Fetcher:
         The body is read only for HTML (or a missing Content-Type, which the parser must sniff) unless
         `any_type` or the config's `fetch_non_html` asks for every type; it is cut after `max_size`
         bytes (default: the config's). `headers` go with this request only (a re-fetch's validators).
-        Never raises except `asyncio.CancelledError`.
+        Never raises except `asyncio.CancelledError`. Each request is logged (`webtrawl.requests`, INFO: what
+        `-v` shows).
         """
+        outcome = await self._exchange(url, any_type, max_size, headers)
+        if requests_log.isEnabledFor(logging.INFO):
+            got = outcome.error or f"{outcome.status} {outcome.content_type or '-'} {len(outcome.body):,} B"
+            fields = {"url": url, "status": outcome.status, "error": outcome.error, "elapsed": outcome.elapsed}
+            requests_log.info("GET %s -> %s in %.3f s", url, got, outcome.elapsed, extra=fields)
+        return outcome
+
+    async def _exchange(
+        self, url: str, any_type: bool, max_size: int | None, headers: dict[str, str] | None
+    ) -> FetchOutcome:
         session = self._session
         if session is None:
             raise RuntimeError("Fetcher.fetch called outside 'async with Fetcher(...)'")

@@ -48,6 +48,8 @@ class RobotsRules:
     """The product token matched against User-agent lines, e.g. "webtrawl"."""
     unreachable: bool = False
     """robots.txt could not be read (5xx, 429, network error): everything is disallowed for now."""
+    why: str = ""
+    """When unreachable, what the fetch of robots.txt came to ("connection refused", "HTTP 503")."""
     sitemaps: tuple[str, ...] = ()
 
     def allowed(self, url: str) -> bool:
@@ -58,6 +60,13 @@ class RobotsRules:
         return parser.can_fetch(url, self.agent)
 
     @property
+    def refusal(self) -> str:
+        """Why a URL these rules do not allow fails: the robots.txt that could not be read and why, or its rules."""
+        if self.unreachable:
+            return f"robots.txt unreachable ({self.why})" if self.why else "robots.txt unreachable"
+        return "blocked by robots.txt"
+
+    @property
     def crawl_delay(self) -> float | None:
         """Seconds between requests the site asks of this agent, if it says."""
         return None if self.parser is None else self.parser.crawl_delay(self.agent)
@@ -66,7 +75,6 @@ class RobotsRules:
 ALLOW_ALL = RobotsRules()
 """Rules that allow everything: a site without robots.txt, or a crawl told to ignore it."""
 
-_UNREACHABLE = RobotsRules(unreachable=True)
 _NEVER_SENT = ("blocked:", "dns:", "tls:")
 """Reasons of fetches that failed for good before any request reached a server."""
 
@@ -185,9 +193,10 @@ class RobotsSource:
     text: str = ""
 
     def rules(self, user_agent: str) -> RobotsRules:
+        """The rules for `user_agent`; for an unreachable robots.txt, `text` says why."""
         if self.verdict == "text":
             return parse_robots(self.text, user_agent)
-        return ALLOW_ALL if self.verdict == "allow" else _UNREACHABLE
+        return ALLOW_ALL if self.verdict == "allow" else RobotsRules(unreachable=True, why=self.text)
 
 
 _ALLOW = RobotsSource("allow")
@@ -203,15 +212,15 @@ def source_from_outcome(outcome: FetchOutcome | None) -> RobotsSource:
             # No server was asked (a refused address, a name that does not exist, a bad certificate): the
             # site's pages will fail the same way, each with that reason rather than "robots.txt unreachable".
             return _ALLOW
-        return RobotsSource("unreachable")
+        return RobotsSource("unreachable", "no answer" if outcome is None else outcome.error or "no answer")
     status = outcome.status
     if 200 <= status < 300:
         if outcome.error:
             # Cut by a timeout or a disconnect: the missing part may hold the Disallow that matters.
-            return RobotsSource("unreachable")
+            return RobotsSource("unreachable", f"cut: {outcome.error}")
         return RobotsSource("text", _text(outcome))
     if status >= 500 or status == 429:
-        return RobotsSource("unreachable")
+        return RobotsSource("unreachable", f"HTTP {status}")
     return _ALLOW
 
 
@@ -240,7 +249,7 @@ async def fetch_robots_source(fetcher: Fetcher, origin: str, keep: KeepResponse)
         if status is None or not 300 <= status < 400:
             source = source_from_outcome(outcome)
             if source.verdict == "unreachable":
-                logger.info("robots.txt of %s unreachable: %s", origin, outcome.error or status)
+                logger.info("robots.txt of %s unreachable: %s", origin, source.text)
             return source
         location = (outcome.header("Location") or "").strip()
         try:

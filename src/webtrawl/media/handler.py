@@ -99,8 +99,7 @@ class MediaHandler:
             rules = self._politeness.rules(entry.host)
             if rules is not None and not rules.allowed(task.url):
                 self._politeness.cancel(entry.host)
-                reason = "robots.txt unreachable" if rules.unreachable else "blocked by robots.txt"
-                return await self._failed(entry, task, reason)
+                return await self._failed(entry, task, rules.refusal)
             if task.resolver == PLAYLIST:
                 return await self._playlist(entry, task)
             # The request starts now, at the host's pace; from here on the download holds a media slot.

@@ -78,6 +78,8 @@ class DirectoryLock:
 def prepare_directory(directory: Path) -> Path:
     """Create the crawl directory if needed and check it is writable; errors become StoreError."""
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise StoreError(f"{directory} is a file: a crawl needs a directory (a new one, or an earlier crawl's)")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         probe = directory / ".webtrawl-write-test"

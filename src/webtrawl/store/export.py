@@ -117,7 +117,7 @@ def iso_time(timestamp: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
 
 
-def _rows(conn: sqlite3.Connection, crawl_id: int) -> Iterator[dict[str, Any]]:
+def capture_rows(conn: sqlite3.Connection, crawl_id: int) -> Iterator[dict[str, Any]]:
     """Capture rows in capture order, as dicts keyed by FIELDS."""
     final_url = _redirect_resolver(conn, crawl_id)
     for url, location, status, *rest in conn.execute(_ROWS, (crawl_id,)):
@@ -161,7 +161,7 @@ def _redirect_resolver(conn: sqlite3.Connection, crawl_id: int) -> Callable[[str
 
 def _jsonl(conn: sqlite3.Connection, crawl_id: int, out: TextIO) -> int:
     count = 0
-    for row in _rows(conn, crawl_id):
+    for row in capture_rows(conn, crawl_id):
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
         count += 1
     return count
@@ -172,7 +172,7 @@ def _csv(conn: sqlite3.Connection, crawl_id: int, out: TextIO) -> int:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(FIELDS)
     count = 0
-    for row in _rows(conn, crawl_id):
+    for row in capture_rows(conn, crawl_id):
         row["redirects"] = " ".join(row["redirects"])
         writer.writerow(row.values())
         count += 1

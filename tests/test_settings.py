@@ -1,0 +1,152 @@
+"""Settings by one vocabulary, the crawl command's flags: on the command line, in a settings file (the example
+`examples/crawl.toml` included), and as the keyword arguments of `webtrawl.crawl`; and the first mistakes a
+new user makes, each answered in one line that says what to do."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tomllib
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+import webtrawl
+from tests.crawls import connect
+from tests.sites import SiteServer
+from tests.test_cli import FAST, one_line_error
+from tests.test_cli import webtrawl as run
+from webtrawl import ConfigError, ScopeConfig
+from webtrawl.settings import OPTIONS, for_api
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "crawl.toml"
+
+
+def test_the_example_file_holds_every_setting_and_loads_to_the_defaults(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text()
+    keys = {line.lstrip("# ").split(" =")[0] for line in text.splitlines() if " = " in line}
+    assert set(OPTIONS) - {"config"} <= keys  # every flag is there, set or shown commented
+    assert "seeds" in tomllib.loads(text)
+    from_file = for_api((), {"config": EXAMPLE, "out": tmp_path})
+    plain = for_api(("https://example.org/",), {"out": tmp_path})
+    assert asdict(from_file) == asdict(plain)  # its values are the command line's defaults
+
+
+def test_a_file_takes_flag_names_in_any_table_human_units_and_older_field_names(tmp_path: Path) -> None:
+    path = tmp_path / "crawl.toml"
+    path.write_text(
+        'seeds = ["https://example.org/"]\nout = "x"\n[crawl]\nmax-depth = 2\ndelay = "1.5s"\n'
+        '[fetch]\ntimeout = 5\nmax_size = "2MB"\nconnect_timeout = 3\n[scope]\nmode = "domain"\n'
+    )
+    config = for_api((), {"config": path})
+    assert (config.scope.max_depth, config.politeness.delay, config.scope.mode) == (2, 1.5, "domain")
+    assert (config.fetch.read_timeout, config.fetch.max_size, config.fetch.connect_timeout) == (5, 2 * 1024**2, 3)
+    assert config.seeds == ("https://example.org/",) and config.out == Path("x")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ("max_depht = 2", ("unknown setting 'max_depht'", "did you mean max-depth")),
+        ("[fetch]\ntimeuot = 5", ("unknown setting 'timeuot' in [fetch]", "did you mean timeout")),
+        ('delay = "soon"', ("delay in", "'soon' is not a duration")),
+        ("max-size = -1", ("max-size", "negative")),
+        ('seeds = "https://example.org/"\n[a.b]\nc = 1', ("tables hold settings",)),
+        ("cookies = 1", ("cookies", "not true or false")),
+    ],
+)
+async def test_a_bad_settings_file_is_one_line_naming_the_key(tmp_path: Path, text: str, fragments: tuple) -> None:
+    path = tmp_path / "crawl.toml"
+    path.write_text(text + "\n")
+    code, _out, err = await run("crawl", "http://127.0.0.1:9/", "--out", str(tmp_path / "o"), "--config", str(path))
+    assert code == 2
+    one_line_error(err, *fragments)
+
+
+async def test_seeds_and_out_may_come_from_the_file_and_flags_win(site_server: SiteServer, tmp_path: Path) -> None:
+    path = tmp_path / "crawl.toml"
+    path.write_text(f'seeds = ["{site_server.url}"]\nout = "{tmp_path / "out"}"\nmax-pages = 2\nmax-depth = 0\n')
+    code, out, err = await run("crawl", "--config", str(path), "--max-pages", "1", "-q", *FAST)
+    assert code == 0, err
+    assert out.startswith("max-pages: 1 pages")
+    (identity,) = connect(tmp_path / "out").execute("SELECT identity FROM crawls").fetchone()
+    assert json.loads(identity)["scope"]["max_depth"] == 0
+
+
+async def test_the_python_api_takes_the_flags_by_name(site_server: SiteServer, tmp_path: Path) -> None:
+    settings = {"max_depth": 1, "delay": 0, "per_host": 4, "scope": "domain", "max_size": "1MB", "timeout": "5s"}
+    report = await asyncio.to_thread(webtrawl.crawl, site_server.url, out=tmp_path, **settings)
+    assert report.outcome == "finished" and report.done_total > 1
+    (identity,) = connect(tmp_path).execute("SELECT identity FROM crawls").fetchone()
+    assert json.loads(identity)["scope"]["mode"] == "domain" and json.loads(identity)["scope"]["max_depth"] == 1
+
+
+def test_the_python_api_refuses_a_bad_setting_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown setting 'max_dept'.*did you mean max-depth"):
+        webtrawl.crawl("https://example.org/", out=tmp_path, max_dept=1)
+    with pytest.raises(ConfigError, match=r"delay .*'fast' is not a duration"):
+        webtrawl.crawl("https://example.org/", out=tmp_path, delay="fast")
+    with pytest.raises(ConfigError, match="quiet is a setting of the webtrawl command alone"):
+        webtrawl.crawl("https://example.org/", out=tmp_path, quiet=True)
+    config = for_api(("https://example.org/",), {"out": tmp_path, "scope": ScopeConfig(mode="prefix")})
+    assert config.scope.mode == "prefix"  # a whole part, as earlier versions took it
+
+
+async def test_help_is_in_sections_with_human_units() -> None:
+    code, out, _err = await run("crawl", "--help")
+    assert code == 0
+    sections = [
+        line.rstrip(":") for line in out.splitlines() if line and not line.startswith(" ") and line.endswith(":")
+    ]
+    assert sections[:4] == ["Output", "Scope and limits", "Politeness", "Fetching"]
+    assert "Distributed (with --redis)" in sections and "Media" in sections
+    flat = " ".join(out.split())
+    assert "[default: 10MB]" in flat and "[default: 500ms]" in flat and "[default: 1GB]" in flat
+    assert "--connect-timeout DURATION" in flat and "--total-timeout DURATION" in flat
+    assert "--max-url-length INTEGER Drop longer URLs" in flat
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("example.org",), ("bad seed URL 'example.org'", "https://example.org")),
+        (("http://127.0.0.1:9/", "--delay", "1x"), ("'1x' is not a duration",)),
+        ((), ("give at least one seed URL",)),
+    ],
+)
+async def test_first_mistakes_are_one_line_saying_what_to_do(tmp_path: Path, args: tuple, fragments: tuple) -> None:
+    code, _out, err = await run("crawl", *args, "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert "Traceback" not in err and all(fragment in err for fragment in fragments), err
+
+
+async def test_out_naming_a_file_says_so(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    code, _out, err = await run("crawl", "http://127.0.0.1:9/", "--out", str(tmp_path / "notes.txt"))
+    assert code == 2
+    one_line_error(err, "notes.txt is a file: a crawl needs a directory")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+async def test_a_dead_seed_says_connection_refused(tmp_path: Path) -> None:
+    code, _out, err = await run("crawl", "http://127.0.0.1:9/", "--out", str(tmp_path), "--retries", "0", "-q")
+    assert code == 1
+    assert "nothing was fetched; failed: robots.txt unreachable (connection refused)" in err, err
+
+
+async def test_verbose_logs_every_request_and_json_logs_and_report(site_server: SiteServer, tmp_path: Path) -> None:
+    code, _out, err = await run("crawl", site_server.url, "--out", str(tmp_path / "a"), "--max-pages", "3", "-v", *FAST)
+    assert code == 0
+    assert f"GET {site_server.url}robots.txt -> 200" in err or f"GET {site_server.url}/robots.txt -> 200" in err
+    assert f"GET {site_server.url}" in err and " -> 200 text/html" in err
+
+    code, out, err = await run(
+        "crawl", site_server.url, "--out", str(tmp_path / "b"), "--max-pages", "3", "-v", "--log-format", "json", *FAST
+    )
+    assert code == 0
+    report = json.loads(out)  # stdout holds the report alone
+    assert (report["outcome"], report["pages"], report["name"]) == ("max-pages", 3, "default")
+    lines = [json.loads(line) for line in err.splitlines()]
+    requests = [line for line in lines if line["logger"] == "webtrawl.requests"]
+    assert len(requests) >= 3 and all({"time", "level", "message", "url", "status"} <= set(line) for line in requests)
