@@ -152,7 +152,7 @@ def test_overview_counts_match_the_store(client: TestClient, db: sqlite3.Connect
     assert 'id="pages-per-second"' in page
     assert '<section id="live"></section>' in page and '<div id="controls"></div>' in page
     for reason in got["failures"]:
-        assert f"<td>{reason}</td>" in page
+        assert f">{reason}</a></td>" in page
 
 
 # -- pages -------------------------------------------------------------------------------------------

@@ -238,3 +238,32 @@ def test_next_links_page_through_every_capture_once_and_back(page: Page, db: sql
     page.wait_for_url(re.compile(r"/pages\?limit=40$"))
     assert _rows(page) == shown[0]
     assert page.locator("text=first page").count() == 0
+
+
+# -- a narrow screen ---------------------------------------------------------------------------------
+
+
+def test_every_view_fits_a_400_pixel_screen(
+    browser: Browser, base_url: str, crawled: Crawled, db: sqlite3.Connection
+) -> None:
+    (home,) = _ids(db, "c.url = ?", crawled.site.url("/"))
+    context = browser.new_context(base_url=base_url, viewport={"width": 400, "height": 800})
+    page = context.new_page()
+    try:
+        for view in ["/", "/pages", "/pages?limit=500&sort=url", "/search?q=page", f"/page/{home}", "/failed",
+                     "/dropped", f"/archive/{home}"]:  # fmt: skip
+            response = page.goto(view)
+            assert response is not None and response.ok, view
+            width = page.evaluate("document.documentElement.clientWidth")
+            assert width == 400 or width < 400, view  # a scroll bar may take some
+            overflow = page.evaluate(
+                "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth) - "
+                "document.documentElement.clientWidth"
+            )
+            assert overflow <= 0, f"{view} is {overflow} px wider than the screen"
+        page.goto("/pages?limit=500&sort=url")
+        box = page.locator("#pages").locator("xpath=..")
+        assert box.evaluate("box => getComputedStyle(box).overflowX") == "auto"
+        assert box.evaluate("box => box.scrollWidth > box.clientWidth")  # the table scrolls inside its box
+    finally:
+        context.close()

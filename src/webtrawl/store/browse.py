@@ -11,6 +11,9 @@ captures in rank order only until a page is full, and builds the title and text 
 captures only, because a snippet costs a read of the page's text. Snippets come back as segments, each
 marked matched or not, so whoever shows them escapes every character and adds only its own highlighting.
 The marks FTS5 puts around matches carry a random nonce, so a page's text cannot forge them.
+
+Both say how many captures they hold in all (`count_pages`, `count_matches`): a count, unlike a page, reads
+every match, so it stops after a time budget and is then left unsaid.
 """
 
 from __future__ import annotations
@@ -252,6 +255,39 @@ def _decode_cursor(token: str, sort: str) -> list[Any]:
     ):
         raise QueryError("this page's link is damaged or belongs to another sort order: start from the first page")
     return key
+
+
+def count_pages(conn: sqlite3.Connection, crawl_id: int, filters: Filters, budget: float = SCAN_BUDGET) -> int | None:
+    """Captures matching `filters`, or None when counting them takes longer than `budget` seconds."""
+    filtered, params = filters.where()
+    if not filtered:  # the crawl's captures alone: one index, no join
+        return _count(conn, "SELECT COUNT(*) FROM captures c WHERE c.crawl_id = ?", [crawl_id], budget)
+    return _count(conn, f"SELECT COUNT(*) {FROM} WHERE c.crawl_id = ?{filtered}", [crawl_id, *params], budget)
+
+
+def count_matches(
+    conn: sqlite3.Connection, crawl_id: int, text: str, filters: Filters, budget: float = SCAN_BUDGET
+) -> int | None:
+    """Captures matching the search `text` and `filters`, or None when counting takes longer than `budget`."""
+    filtered, params = filters.where()
+    sql = (
+        f"SELECT COUNT(*) {FROM} WHERE c.crawl_id = ?{filtered} "
+        "AND c.id IN (SELECT rowid FROM captures_fts WHERE captures_fts MATCH ?)"
+    )
+    return _count(conn, sql, [crawl_id, *params, fts_query(text)], budget)
+
+
+def _count(conn: sqlite3.Connection, sql: str, params: list[Any], budget: float) -> int | None:
+    deadline = time.monotonic() + budget
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)  # SQLite asks every 10,000 steps
+    try:
+        return int(conn.execute(sql, params).fetchone()[0])
+    except sqlite3.OperationalError as exc:
+        if "interrupted" not in str(exc):
+            raise
+        return None
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def hosts(conn: sqlite3.Connection, crawl_id: int, limit: int = 500) -> list[str]:

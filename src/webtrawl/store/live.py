@@ -4,14 +4,20 @@ The crawl process writes `crawl_live` (one row per crawl: a JSON snapshot of its
 and reads `crawl_control` (one row per crawl: the last command a dashboard asked for). So a dashboard in
 another process watches and steers an embedded crawl through the database alone, with short transactions
 like every other read, and needs no channel of its own to the crawl.
+
+What the dashboard's cards and chart show of the whole crawl, rather than of the running process, comes
+from the captures themselves (`crawl_totals`, `rate_history`): they are the crawl's history, whichever run
+or node fetched them, and a finished crawl keeps it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +174,62 @@ def stored_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, Any]:
         )
     }
     return counts
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlTotals:
+    started_at: float
+    """When the crawl was created."""
+    captures: int
+    bytes: int
+    last_fetch_at: float | None
+    upto: int
+    """The last capture id counted: counting on from here reads only captures added since."""
+
+
+def crawl_totals(conn: sqlite3.Connection, crawl_id: int, since: CrawlTotals | None = None) -> CrawlTotals:
+    """The crawl's captures and bytes, counted on from `since` (captures are only ever added, with growing
+    ids), so a reading every second costs the captures of that second, not a count of a million."""
+    (started_at,) = conn.execute("SELECT created_at FROM crawls WHERE id = ?", (crawl_id,)).fetchone()
+    upto = since.upto if since else 0
+    added, size, last_id = conn.execute(
+        "SELECT COUNT(*), TOTAL(size), MAX(id) FROM captures WHERE id > ? AND crawl_id = ?", (upto, crawl_id)
+    ).fetchone()
+    (last,) = conn.execute("SELECT MAX(fetched_at) FROM captures WHERE crawl_id = ?", (crawl_id,)).fetchone()
+    return CrawlTotals(
+        started_at=float(started_at),
+        captures=(since.captures if since else 0) + added,
+        bytes=(since.bytes if since else 0) + int(size),
+        last_fetch_at=last,
+        upto=last_id or upto,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RateHistory:
+    start: float
+    """The time of the first capture (epoch seconds); 0 when there is none."""
+    step: float
+    """Seconds each rate covers."""
+    rates: list[float]
+    """Captures per second in each step from `start`, the last one over the part of it that has passed."""
+
+
+def rate_history(conn: sqlite3.Connection, crawl_id: int, end: float, points: int = 120) -> RateHistory:
+    """Pages per second over the whole crawl, from its first capture to `end`, in at most `points` steps of
+    whole seconds. One pass over the crawl's capture times (an index of them)."""
+    (start,) = conn.execute("SELECT MIN(fetched_at) FROM captures WHERE crawl_id = ?", (crawl_id,)).fetchone()
+    if start is None:
+        return RateHistory(0.0, 1.0, [])
+    end = max(end, start)
+    step = float(max(1, math.ceil((end - start) / points)))
+    counts = [0] * max(1, math.ceil((end - start) / step))
+    for at, count in conn.execute(
+        "SELECT CAST((fetched_at - ?1) / ?2 AS INTEGER), COUNT(*) FROM captures "
+        "WHERE crawl_id = ?3 AND fetched_at >= ?1 GROUP BY 1",
+        (start, step, crawl_id),
+    ):
+        counts[min(at, len(counts) - 1)] += count
+    last_part = max(end - start - step * (len(counts) - 1), 1.0)
+    rates = [count / step for count in counts[:-1]] + [counts[-1] / min(step, last_part)]
+    return RateHistory(float(start), step, [round(rate, 2) for rate in rates])

@@ -6,8 +6,11 @@
 | `/pages`          | `/api/pages`          | every capture, filtered, sorted, keyset-paginated       |
 | `/search?q=…`     | `/api/search?q=…`     | full-text matches, best first, with snippets            |
 | `/page/{id}`      | `/api/page/{id}`      | one capture: headers, timings, redirects, links, WARC   |
+|                   | `/api/page/{id}/in-links`, `…/out-links` | its links, a page at a time          |
 
-Each page and its JSON come from the same model, so they cannot disagree. A filter or query a person
+Each page and its JSON come from the same model (`models`), so they cannot disagree. Lists say how many
+they hold in all ("1,234 pages"), when that can be counted quickly. The overview's cards are the live
+reading's (`live`), the same the page then updates every second. A filter or query a person
 typed wrong is answered with a message in the page (200). `/api/pages` answers 400 for a bad filter or
 cursor; `/api/search` answers like its page, with no hits and `error` set (a search box passes on whatever
 was typed).
@@ -16,205 +19,43 @@ was typed).
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, cast, get_args
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, ConfigDict, computed_field
 from starlette.concurrency import run_in_threadpool
 
 from ..store import browse as store
 from ..store import detail
+from ..store.links import link_page
 from ..store.overview import overview
 from ..store.replay import record_path
+from .live import live_view
+from .models import DetailOut, HitOut, LinkOut, LinksOut, OverviewOut, PageOut, PagesOut, SearchOut
 from .site import Site
-from .templating import templates
+from .templating import link, render, site_of
 
 router = APIRouter()
 
 PAGE_SIZE = 50
 SEARCH_PAGE_SIZE = 20
+LINKS_PAGE_SIZE = 50
 Limit = Annotated[int, Query(ge=1, le=500, description="Rows per page.")]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-
-class _Capture(_Model):
-    """A capture, with the addresses of its details and its archived copy."""
-
-    id: int
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def detail(self) -> str:
-        return f"/page/{self.id}"
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def archive(self) -> str:
-        return f"/archive/{self.id}"
-
-
-class PageOut(_Capture):
-    url: str
-    title: str
-    status: int | None
-    content_type: str
-    size: int
-    depth: int | None
-    fetched_at: float
-    error: str | None
-    thumbnail: bool
-
-
-class PagesOut(_Model):
-    rows: list[PageOut]
-    next: str | None
-    """The cursor of the next page (`after`), None on the last."""
-    next_url: str | None
-    previous: str | None
-    """The cursor of the page before (`before`), None on the first."""
-    previous_url: str | None
-    partial: bool
-    """A filtered page that stopped reading after a quarter of a second with fewer rows than `limit` (the
-    filter matches few captures): `next_url` reads on from there."""
-
-
-class SegmentOut(_Model):
-    text: str
-    match: bool
-
-
-class HitOut(_Model):
-    page: PageOut
-    score: float | None
-    """bm25, lower is better; null when the search is not ranked."""
-    title: list[SegmentOut]
-    snippet: list[SegmentOut]
-
-
-class SearchOut(_Model):
-    q: str
-    hits: list[HitOut]
-    next: str | None
-    next_url: str | None
-    unindexed: int
-    partial: bool = False
-    """Fewer hits than `limit` because the page ran out of time, not of matches: `next_url` reads on."""
-    ranked: bool = True
-    """False when the words match more than 100,000 captures: hits come in capture order, not by relevance."""
-    error: str | None = None
-    """Why the query could not be read (then `hits` is empty)."""
-
-
-class DueOut(_Model):
-    now: int
-    within_hour: int
-    within_day: int
-    later: int
-    next_at: float | None
-
-
-class OverviewOut(_Model):
-    state: str
-    done: int
-    waiting: int
-    running: int
-    failed: int
-    waiting_by_depth: dict[int, int]
-    captures: int
-    bytes: int
-    statuses: dict[int, int]
-    failures: dict[str, int]
-    drops: dict[str, int]
-    started_at: float
-    last_fetch_at: float | None
-    elapsed: float
-    pages_per_second: float
-    unindexed: int
-    due: DueOut
-    """Ended URLs by when their revisit is due."""
-
-
-class LinkOut(_Model):
-    url: str
-    capture_id: int | None
-    state: str
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def detail(self) -> str | None:
-        return None if self.capture_id is None else f"/page/{self.capture_id}"
-
-
-class CaptureRef(_Model):
-    id: int
-    fetched_at: float
-    status: int | None
-
-
-class RepeatedOut(_Capture):
-    """The capture whose content an unchanged capture repeats."""
-
-    fetched_at: float
-    status: int | None
-    warc_file: str | None
-    node: str | None
-    warc_here: bool
-    """Whether its WARC file is in this crawl directory: the unchanged capture's archived copy is read from it."""
-
-
-class DetailOut(_Model):
-    page: PageOut
-    kind: str | None
-    state: str | None
-    reason: str | None
-    referrer: LinkOut | None
-    redirects: list[str]
-    location: LinkOut | None
-    request_headers: list[tuple[str, str]]
-    response_headers: list[tuple[str, str]]
-    ip: str | None
-    ttfb: float | None
-    elapsed: float | None
-    truncated: str | None
-    etag: str | None
-    last_modified: str | None
-    payload_digest: str | None
-    warc_file: str | None
-    warc_offset: int | None
-    warc_length: int | None
-    node: str | None
-    warc_here: bool
-    """Whether the WARC file is in this crawl directory (a distributed crawl's node may keep it on its disk)."""
-    unchanged: bool
-    """A re-fetch that brought nothing new (a 304, or the same payload digest): its WARC record is a revisit
-    record, and its archived copy is that of `repeats`."""
-    repeats: RepeatedOut | None
-    """For an unchanged capture, the earlier capture whose content it repeats (null when the crawl has none)."""
-    captures: list[CaptureRef]
-    out_links: list[LinkOut]
-    out_total: int
-    in_links: list[LinkOut]
-    in_total: int
 
 
 # -- overview ----------------------------------------------------------------------------------------
 
 
 def _overview(request: Request) -> OverviewOut:
-    with _site(request).reader() as (conn, crawl_id):
+    with site_of(request).reader() as (conn, crawl_id):
         return OverviewOut.model_validate(overview(conn, crawl_id))
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def overview_page(request: Request) -> Response:
     overview = await run_in_threadpool(_overview, request)
-    return _render(request, "browse_overview.html", overview=overview)
+    live = await live_view(request.app).current()
+    return render(request, "browse_overview.html", overview=overview, live=live)
 
 
 @router.get("/api/overview", response_model=OverviewOut, tags=["browse"])
@@ -262,7 +103,7 @@ def _pages(
     before: str | None,
     limit: int,
 ) -> PagesOut:
-    with _site(request).reader() as (conn, crawl_id):
+    with site_of(request).reader() as (conn, crawl_id):
         found = store.list_pages(
             conn,
             crawl_id,
@@ -273,13 +114,15 @@ def _pages(
             before=before,
             limit=limit,
         )
+        total = store.count_pages(conn, crawl_id, filters.parse())
     return PagesOut(
         rows=[PageOut.model_validate(row) for row in found.rows],
         next=found.next,
-        next_url=found.next and _link(request, after=found.next, before=None),
+        next_url=found.next and link(request, after=found.next, before=None),
         previous=found.previous,
-        previous_url=found.previous and _link(request, before=found.previous, after=None),
+        previous_url=found.previous and link(request, before=found.previous, after=None),
         partial=found.partial,
+        total=total,
     )
 
 
@@ -305,7 +148,7 @@ async def pages_page(
     except store.QueryError as exc:
         context["error"] = str(exc)
     context["hosts"] = await run_in_threadpool(_hosts, request)
-    return _render(request, "browse_pages.html", **context)
+    return render(request, "browse_pages.html", **context)
 
 
 @router.get("/api/pages", response_model=PagesOut, tags=["browse"])
@@ -327,7 +170,7 @@ async def pages_api(
 
 
 def _hosts(request: Request) -> list[str]:
-    with _site(request).reader() as (conn, crawl_id):
+    with site_of(request).reader() as (conn, crawl_id):
         return store.hosts(conn, crawl_id)
 
 
@@ -335,19 +178,21 @@ def _hosts(request: Request) -> list[str]:
 
 
 def _search(request: Request, q: str, filters: _Filters, after: str | None, limit: int) -> SearchOut:
-    with _site(request).reader() as (conn, crawl_id):
+    with site_of(request).reader() as (conn, crawl_id):
         try:
             found = store.search(conn, crawl_id, q, filters.parse(), after=after, limit=limit)
         except store.QueryError as exc:
             return SearchOut(q=q, hits=[], next=None, next_url=None, unindexed=0, error=str(exc))
+        total = store.count_matches(conn, crawl_id, q, filters.parse())
     return SearchOut(
         q=q,
         hits=[HitOut.model_validate(hit) for hit in found.hits],
         next=found.next,
-        next_url=found.next and _link(request, after=found.next),
+        next_url=found.next and link(request, after=found.next),
         unindexed=found.unindexed,
         partial=found.partial,
         ranked=found.ranked,
+        total=total,
     )
 
 
@@ -361,7 +206,7 @@ async def search_page(
 ) -> Response:
     result = await run_in_threadpool(_search, request, q, filters, after, limit) if q.strip() else None
     hosts = await run_in_threadpool(_hosts, request)
-    return _render(request, "browse_search.html", q=q, result=result, filters=filters.values, hosts=hosts)
+    return render(request, "browse_search.html", q=q, result=result, filters=filters.values, hosts=hosts)
 
 
 @router.get("/api/search", response_model=SearchOut, tags=["browse"])
@@ -380,7 +225,7 @@ async def search_api(
 
 
 def _detail(request: Request, capture_id: int) -> DetailOut:
-    site = _site(request)
+    site = site_of(request)
     with site.reader() as (conn, crawl_id):
         found = detail.detail(conn, crawl_id, capture_id)
     if found is None:
@@ -395,13 +240,42 @@ def _warc_here(site: Site, name: str | None) -> bool:
     return record_path(site.directory, name or "") is not None
 
 
+def _links(request: Request, capture_id: int, direction: str, after: int | None, limit: int, cursor: str) -> LinksOut:
+    """One page of the capture's links; `cursor` names the query parameter its next page is asked with."""
+    with site_of(request).reader() as (conn, crawl_id):
+        found = link_page(conn, crawl_id, capture_id, direction, after=after, limit=limit)
+    if found is None:
+        raise HTTPException(404, f"no capture {capture_id} in this crawl")
+    following = None if found.next is None else str(found.next)
+    return LinksOut(
+        rows=[LinkOut.model_validate(row) for row in found.rows],
+        total=found.total,
+        next=following,
+        next_url=following and link(request, **{cursor: following}),
+    )
+
+
+def _cursor(value: str) -> int | None:
+    """A link list's cursor as typed in the address: a damaged one starts from the first page."""
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
 @router.get("/page/{capture_id:int}", response_class=HTMLResponse, include_in_schema=False)
-async def detail_page(request: Request, capture_id: int) -> Response:
+async def detail_page(request: Request, capture_id: int, in_after: str = "", out_after: str = "") -> Response:
     try:
         found = await run_in_threadpool(_detail, request, capture_id)
+        out_links = await run_in_threadpool(
+            _links, request, capture_id, "out", _cursor(out_after), LINKS_PAGE_SIZE, "out_after"
+        )
+        in_links = await run_in_threadpool(
+            _links, request, capture_id, "in", _cursor(in_after), LINKS_PAGE_SIZE, "in_after"
+        )
     except HTTPException as exc:
-        return _render(request, "browse_missing.html", status_code=exc.status_code, message=exc.detail)
-    return _render(request, "browse_page.html", capture=found)
+        return render(request, "browse_missing.html", status_code=exc.status_code, message=exc.detail)
+    return render(request, "browse_page.html", capture=found, out_links=out_links, in_links=in_links)
 
 
 @router.get("/api/page/{capture_id:int}", response_model=DetailOut, tags=["browse"])
@@ -410,57 +284,23 @@ async def detail_api(request: Request, capture_id: int) -> DetailOut:
     return await run_in_threadpool(_detail, request, capture_id)
 
 
-# -- helpers -----------------------------------------------------------------------------------------
+@router.get("/api/page/{capture_id:int}/in-links", response_model=LinksOut, tags=["browse"])
+async def in_links_api(
+    request: Request,
+    capture_id: int,
+    after: Annotated[int | None, Query(description="the `next` cursor of the page before")] = None,
+    limit: Limit = LINKS_PAGE_SIZE,
+) -> LinksOut:
+    """The pages that link to this capture's URL, a page at a time (follow `next_url`)."""
+    return await run_in_threadpool(_links, request, capture_id, "in", after, limit, "after")
 
 
-def _site(request: Request) -> Site:
-    site: Site = request.app.state.site
-    return site
-
-
-def _link(request: Request, **changes: str | None) -> str:
-    """This page's path and query with some parameters changed (None removes one); the token never travels."""
-    params: dict[str, str | None] = {k: v for k, v in request.query_params.items() if k != "token"}
-    params.update(changes)
-    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
-    return f"{request.url.path}?{query}" if query else request.url.path
-
-
-def _render(request: Request, name: str, *, status_code: int = 200, **context: Any) -> Response:
-    context.update(site=_site(request), fmt=Format, link=lambda **changes: _link(request, **changes))
-    return templates.TemplateResponse(request, name, context, status_code=status_code)
-
-
-class Format:
-    """How numbers and times read on the pages (the JSON keeps the raw values)."""
-
-    @staticmethod
-    def time(at: float | None) -> str:
-        return "" if at is None else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-    @staticmethod
-    def size(n: int) -> str:
-        if n < 1000:
-            return f"{n} B"
-        value, unit = n / 1000, "kB"
-        for bigger in ("MB", "GB", "TB"):
-            if value < 1000:
-                break
-            value, unit = value / 1000, bigger
-        return f"{value:.1f} {unit}"
-
-    @staticmethod
-    def seconds(s: float | None) -> str:
-        if s is None:
-            return ""
-        if s < 1:
-            return f"{s * 1000:.3g} ms"
-        if s < 60:
-            return f"{s:.3g} s" if s < 10 else f"{s:.0f} s"
-        minutes, sec = divmod(int(s), 60)
-        hours, minutes = divmod(minutes, 60)
-        return f"{hours}h {minutes:02d}m {sec:02d}s" if hours else f"{minutes}m {sec:02d}s"
-
-    @staticmethod
-    def count(n: int) -> str:
-        return f"{n:,}"
+@router.get("/api/page/{capture_id:int}/out-links", response_model=LinksOut, tags=["browse"])
+async def out_links_api(
+    request: Request,
+    capture_id: int,
+    after: Annotated[int | None, Query(description="the `next` cursor of the page before")] = None,
+    limit: Limit = LINKS_PAGE_SIZE,
+) -> LinksOut:
+    """The URLs this capture links to, a page at a time (follow `next_url`)."""
+    return await run_in_threadpool(_links, request, capture_id, "out", after, limit, "after")

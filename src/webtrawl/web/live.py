@@ -5,6 +5,10 @@ An embedded crawl publishes a snapshot in its store every second and reads its c
 refreshed at most once a second (every two for Redis, as often as nodes beat), is shared by every open
 dashboard and by /metrics, so ten open tabs cost the crawl what one does.
 
+A reading also holds the whole crawl as the overview's cards show it (`crawl`: captures, bytes, elapsed,
+rate), so the cards and the live status line are one snapshot and cannot disagree; `/api/history` is the
+chart's: pages per second over the whole crawl, from its captures' times.
+
 Control requests are POSTs that must carry `X-Webtrawl-Control: 1`: a cross-site form cannot send a
 custom header, and a cross-site script that tries needs a CORS preflight this app never grants. When the
 browser sends `Origin` or `Sec-Fetch-Site`, they must say the request comes from the dashboard itself.
@@ -19,6 +23,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import asdict
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -30,7 +35,16 @@ from starlette.concurrency import run_in_threadpool
 from ..cluster.status import crawl_status, send_control
 from ..errors import WebtrawlError
 from ..store.index import drop_counts, failure_counts
-from ..store.live import ACTIVE, STALE_AFTER, read_snapshot, send_command, stored_counts
+from ..store.live import (
+    ACTIVE,
+    STALE_AFTER,
+    CrawlTotals,
+    crawl_totals,
+    rate_history,
+    read_snapshot,
+    send_command,
+    stored_counts,
+)
 from .metrics import render_metrics
 from .site import Site
 
@@ -42,6 +56,8 @@ REFRESH = {"embedded": 0.9, "distributed": 2.0}
 """Seconds a reading is shared before the next one (nodes publish their state every 2 s)."""
 STORED_COUNTS_FOR = 10.0
 """Seconds the store's counts are reused while no crawl runs (counting a big frontier takes a while)."""
+HISTORY_FOR = 5.0
+"""Seconds the chart's history is shared before it is read again (it reads every capture's time)."""
 CONTROL_HEADER = "X-Webtrawl-Control"
 
 
@@ -56,6 +72,8 @@ class LiveView:
         self._state: dict[str, Any] | None = None
         self._read_at = 0.0
         self._stored: tuple[float, dict[str, Any]] | None = None
+        self._totals: CrawlTotals | None = None
+        self._history: tuple[float, dict[str, Any]] | None = None
         if site.redis_url:
             _quiet_repeats(logging.getLogger("webtrawl.cluster.redisconn"))
 
@@ -64,6 +82,21 @@ class LiveView:
             self._state = await self._distributed() if self.site.redis_url else await run_in_threadpool(self._embedded)
             self._read_at = time.monotonic()
         return self._state
+
+    async def history(self) -> dict[str, Any]:
+        """Pages per second over the whole crawl, to now while it runs (see `store.live.rate_history`)."""
+        if self._history is None or time.monotonic() - self._history[0] >= HISTORY_FOR:
+            state = await self.current()
+            end = time.time() if state["live"] else state["crawl"]["last_fetch_at"] or 0.0
+            self._history = (time.monotonic(), await run_in_threadpool(self._read_history, end))
+        return self._history[1]
+
+    def _read_history(self, end: float) -> dict[str, Any]:
+        try:
+            with self.site.reader() as (conn, crawl_id):
+                return asdict(rate_history(conn, crawl_id, end))
+        except (WebtrawlError, sqlite3.Error):
+            return {"start": 0.0, "step": 1.0, "rates": []}
 
     def invalidate(self) -> None:
         """The next reading is a fresh one (after a command, so the page shows its effect at once)."""
@@ -76,6 +109,7 @@ class LiveView:
                 snap = found[1] if found else {}
                 live = found is not None and snap.get("state") in ACTIVE and time.time() - found[0] < STALE_AFTER
                 counts = snap["counts"] if live else self._stored_counts(conn, crawl_id)
+                totals = self._crawl_totals(conn, crawl_id)
         except (WebtrawlError, sqlite3.Error) as exc:  # no database or no such crawl (yet: it may be starting)
             return _idle("embedded", "not running", str(exc))
         # Never published, or its process died without a last word: not running; else the last word.
@@ -98,8 +132,21 @@ class LiveView:
             "statuses": snap.get("statuses", {}),
             "render": snap.get("render", {}),
             "counts": counts,
+            "crawl": _whole_crawl(totals, live, pages_per_second),
             "nodes": [],
         }
+
+    def _crawl_totals(self, conn: sqlite3.Connection, crawl_id: int) -> CrawlTotals:
+        self._totals = crawl_totals(conn, crawl_id, self._totals)
+        return self._totals
+
+    def _distributed_totals(self) -> CrawlTotals | None:
+        """The coordinator's index of the captures (None until it has made one)."""
+        try:
+            with self.site.reader() as (conn, crawl_id):
+                return self._crawl_totals(conn, crawl_id)
+        except (WebtrawlError, sqlite3.Error):
+            return None
 
     def _stored_counts(self, conn: Any, crawl_id: int) -> dict[str, Any]:
         if self._stored is None or time.monotonic() - self._stored[0] >= STORED_COUNTS_FOR:
@@ -124,6 +171,7 @@ class LiveView:
         counts = {key.replace(" ", "_"): value for key, value in status["counts"].items()}
         counts["waiting_by_depth"] = {}  # Redis keeps each partition's queue, not counts by depth
         pages_per_second = round(sum(node["pages_per_second"] for node in live), 2)
+        totals = await run_in_threadpool(self._distributed_totals)
         return {
             "mode": "distributed",
             "state": state,
@@ -140,6 +188,7 @@ class LiveView:
             "statuses": {},
             "render": _summed(node["render"] for node in nodes),
             "counts": counts,
+            "crawl": _whole_crawl(totals, bool(live) and control != "finished", pages_per_second),
             "nodes": nodes,
             "dedup": status["dedup"],
             "bloom": status["bloom"],
@@ -191,7 +240,30 @@ def _idle(mode: str, state: str, error: str) -> dict[str, Any]:
         "eta_seconds": None,
         "statuses": {},
         "counts": {"waiting": 0, "running": 0, "done": 0, "failed": 0, "waiting_by_depth": {}},
+        "crawl": _whole_crawl(None, False, 0.0),
         "nodes": [],
+    }
+
+
+def _whole_crawl(totals: CrawlTotals | None, live: bool, pages_per_second: float) -> dict[str, Any]:
+    """The overview's cards: captures and bytes of the whole crawl, its time since it was created (to now
+    while it runs, else to its last fetch) and its rate (the current one while it runs, else its average),
+    as `store.overview` counts them."""
+    if totals is None:
+        return {"started_at": None, "last_fetch_at": None, "captures": 0, "bytes": 0, "elapsed": 0.0,
+                "pages_per_second": 0.0}  # fmt: skip
+    if live:
+        elapsed, rate = time.time() - totals.started_at, pages_per_second
+    else:
+        elapsed = (totals.last_fetch_at or totals.started_at) - totals.started_at
+        rate = totals.captures / elapsed if elapsed > 0 else 0.0
+    return {
+        "started_at": totals.started_at,
+        "last_fetch_at": totals.last_fetch_at,
+        "captures": totals.captures,
+        "bytes": totals.bytes,
+        "elapsed": round(elapsed, 2),
+        "pages_per_second": round(rate, 2),
     }
 
 
@@ -235,6 +307,13 @@ def live_view(app: FastAPI) -> LiveView:
 async def live_state(request: Request) -> dict[str, Any]:
     """The crawl's live state: counters, rates, frontier counts, and the node table of a distributed crawl."""
     return await live_view(request.app).current()
+
+
+@router.get("/api/history")
+async def history(request: Request) -> dict[str, Any]:
+    """Pages per second over the whole crawl, from its captures' times: `rates[i]` covers the `step` seconds
+    from `start + i * step`; at most 120 of them."""
+    return await live_view(request.app).history()
 
 
 @router.get("/api/events")

@@ -1,11 +1,12 @@
-/* The overview's live part. Fed by /api/events (one event a second), it keeps the overview's counters
-   current, draws pages/s over time, lists a distributed crawl's nodes, and offers pause / resume / stop.
+/* The overview's live part. Fed by /api/events (one event a second), it keeps the overview's cards
+   current (every card and the status line from the same event, so they agree), draws pages/s over the
+   whole crawl (/api/history, read again every few seconds while the crawl runs), lists a distributed
+   crawl's nodes, and offers pause / resume / stop.
    Everything it shows is set as text, never parsed as HTML: node hosts and error messages come from
    elsewhere. No library, nothing loaded from anywhere but the dashboard. */
 (() => {
   "use strict";
-  const HISTORY = 300; // points (seconds) of pages/s the chart keeps
-  const FIRST_SPAN = 60; // points the chart is wide while it has fewer
+  const HISTORY_EVERY = 5000; // ms between two readings of the chart's history while the crawl runs
   const WIDTH = 600;
   const HEIGHT = 120;
   const SVG = "http://www.w3.org/2000/svg";
@@ -13,7 +14,9 @@
   const decimal = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
   const live = document.getElementById("live");
   const controls = document.getElementById("controls");
-  const history = [];
+  let history = { start: 0, step: 1, rates: [] };
+  let historyAt = 0;
+  let wasLive = null;
 
   function element(tag, attributes = {}, text = undefined) {
     const node = document.createElement(tag);
@@ -35,6 +38,17 @@
       i += 1;
     }
     return i === 0 ? `${Math.round(n)} B` : `${decimal.format(n)} ${units[i]}`;
+  }
+
+  function seconds(s) {  // as the server-side pages write elapsed times (web/templating.py, Format.seconds)
+    if (s < 1) return `${Number((s * 1000).toPrecision(3))} ms`;
+    if (s < 10) return `${Number(s.toPrecision(3))} s`;
+    if (s < 60) return `${Math.round(s)} s`;
+    const pad = (n) => String(n).padStart(2, "0");
+    const whole = Math.floor(s);
+    const hours = Math.floor(whole / 3600);
+    const minutes = Math.floor((whole % 3600) / 60);
+    return hours ? `${hours}h ${pad(minutes)}m ${pad(whole % 60)}s` : `${minutes}m ${pad(whole % 60)}s`;
   }
 
   function duration(seconds) {
@@ -102,15 +116,28 @@
   }
 
   function draw() {
-    const top = Math.max(1, ...history);
-    const span = Math.min(HISTORY, Math.max(FIRST_SPAN, history.length));
-    const step = WIDTH / (span - 1);
-    const start = span - history.length;
+    const rates = history.rates;
+    const top = Math.max(1, ...rates);
+    const step = WIDTH / Math.max(1, rates.length - 1);
     line.setAttribute(
       "points",
-      history.map((v, i) => `${((start + i) * step).toFixed(1)},${(HEIGHT - 4 - (v / top) * (HEIGHT - 12)).toFixed(1)}`).join(" "),
+      rates.map((v, i) => `${(i * step).toFixed(1)},${(HEIGHT - 4 - (v / top) * (HEIGHT - 12)).toFixed(1)}`).join(" "),
     );
-    scale.textContent = `pages/s over the last ${history.length} s (top ${decimal.format(top)})`;
+    scale.textContent = rates.length
+      ? `pages/s over the whole crawl, ${duration(rates.length * history.step)} in steps of ` +
+        `${duration(history.step)} (top ${decimal.format(top)})`
+      : "pages/s over the whole crawl: nothing fetched yet";
+  }
+
+  async function readHistory() {
+    historyAt = Date.now();
+    try {
+      const response = await fetch("/api/history", { credentials: "same-origin" });
+      if (response.ok) history = await response.json();
+    } catch {
+      return; // the status line says the dashboard cannot be reached
+    }
+    draw();
   }
 
   function showQueue(byDepth) {
@@ -145,15 +172,19 @@
 
   function update(state) {
     const counts = state.counts;
+    const crawl = state.crawl;
     for (const name of ["done", "waiting", "running", "failed"]) setText(name, whole.format(counts[name]));
-    setText("pages-per-second", decimal.format(state.pages_per_second));
-    setText("bytes-per-second", size(state.bytes_per_second));
+    setText("pages-per-second", decimal.format(crawl.pages_per_second));
+    setText("rate-label", state.live ? "pages/s" : "pages/s on average");
+    setText("captures", whole.format(crawl.captures));
+    setText("bytes", size(crawl.bytes));
+    setText("elapsed", seconds(crawl.elapsed));
     setText("state", state.state);
     setText("remaining", state.eta_seconds == null ? "–" : duration(state.eta_seconds));
     if (live) live.dataset.state = state.state;
     stateBadge.textContent = state.state;
     stateBadge.className = `live-state live-${state.state.replace(/[^a-z]+/g, "-")}`;
-    const parts = [`${whole.format(state.pages)} pages this run`, `${size(state.bytes)}`];
+    const parts = [];
     if (state.live) {
       parts.push(`${size(state.bytes_per_second)}/s`, `${whole.format(state.fetching)} in flight`);
       if (state.eta_seconds != null) parts.push(`about ${duration(state.eta_seconds)} left`);
@@ -164,12 +195,10 @@
         `(${whole.format(render.subresources)} subresources, ${whole.format(render.render_timeouts)} cut by ` +
         `the timeout, ${whole.format(render.browser_restarts)} browser restarts)`);
     }
-    parts.push(`elapsed ${duration(state.elapsed)}`);
     if (state.error) parts.push(state.error);
     detail.textContent = parts.join(" · ");
-    history.push(state.live ? state.pages_per_second : 0);
-    if (history.length > HISTORY) history.shift();
-    draw();
+    if (state.live !== wasLive || (state.live && Date.now() - historyAt >= HISTORY_EVERY)) readHistory();
+    wasLive = state.live;
     if (state.mode === "embedded") showQueue(Object.entries(counts.waiting_by_depth || {}));
     showNodes(state.nodes || []);
     buttons.pause.disabled = !(state.live && state.state === "running");
