@@ -132,8 +132,9 @@ def update(directory: Path, sql: str, *params: object) -> None:
 def assert_copy_headers(response) -> None:  # type: ignore[no-untyped-def]
     assert response.headers["content-security-policy"] == (
         "sandbox; default-src 'none'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; font-src 'self'; "
-        "media-src 'self'"
+        "media-src 'self'; frame-ancestors 'self'"
     )
+    assert response.headers["x-frame-options"] == "SAMEORIGIN"  # the banner frames it; no other site may
     assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["referrer-policy"] == "no-referrer"
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from aiohttp import web
@@ -238,6 +241,52 @@ def test_next_links_page_through_every_capture_once_and_back(page: Page, db: sql
     page.wait_for_url(re.compile(r"/pages\?limit=40$"))
     assert _rows(page) == shown[0]
     assert page.locator("text=first page").count() == 0
+
+
+# -- framing -----------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _other_site(body: str) -> Iterator[str]:
+    """Another origin on this machine (its own port: a page of a public name may not frame a loopback one
+    anyway) that answers every request with `body`."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_another_site_cannot_frame_the_dashboard_or_its_archive(
+    page: Page, base_url: str, db: sqlite3.Connection
+) -> None:
+    (capture_id,) = db.execute("SELECT MIN(id) FROM captures WHERE status = 200").fetchone()
+    with _other_site("<p>framed fine</p>") as frameable:
+        framed = {"overview": f"{base_url}/", "copy": f"{base_url}/archive/{capture_id}/raw", "control": frameable}
+        frames = "".join(f'<iframe name="{name}" src="{src}"></iframe>' for name, src in framed.items())
+        with _other_site(frames) as elsewhere:
+            page.goto(elsewhere)  # returns at the load event, once every frame has loaded or failed
+            control = page.frame(name="control")
+            assert control is not None
+            expect(control.locator("p")).to_have_text("framed fine")  # another origin's frame as such works
+            for name in ("overview", "copy"):
+                frame = page.frame(name=name)
+                assert frame is not None
+                assert frame.url == "chrome-error://chromewebdata/", f"another site framed the {name}: {frame.url}"
 
 
 # -- a narrow screen ---------------------------------------------------------------------------------

@@ -2,23 +2,22 @@
 
 Routes live in modules by what they show: `browse` (overview, pages, search, page detail, and their JSON
 API), `problems` (failed and dropped URLs), `archive` (archived copies), `live` (events, metrics, control).
-Templates share `base.html`.
+Templates share `base.html`. Around them all: `token` (when set), `headers` (no framing, HEAD as GET).
 """
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Awaitable, Callable
 from importlib.resources import files
 
-from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
+from .headers import HeadAsGet, NoFraming
 from .site import Site
+from .token import require_token
 
-TOKEN_COOKIE = "webtrawl_token"
 STATIC = files("webtrawl.web") / "static"
 
 
@@ -37,25 +36,9 @@ def create_app(site: Site) -> FastAPI:
     def favicon() -> FileResponse:
         """Browsers ask for it whatever the page says: the same icon `base.html` names."""
         return FileResponse(str(STATIC / "favicon.svg"), media_type="image/svg+xml")
+
     if site.token:
-        _require_token(app, site.token)
+        require_token(app, site.token)
+    app.add_middleware(NoFraming)  # outside the token check: a 401 is not framed either
+    app.add_middleware(HeadAsGet)
     return app
-
-
-def _require_token(app: FastAPI, token: str) -> None:
-    """Every request carries the token: `?token=` once (it is then kept in a cookie), the cookie, or a
-    `Authorization: Bearer` header."""
-
-    @app.middleware("http")
-    async def check(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        given = (
-            request.query_params.get("token")
-            or request.cookies.get(TOKEN_COOKIE)
-            or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        )
-        if not given or not hmac.compare_digest(given, token):
-            return JSONResponse({"error": "a valid token is required"}, status_code=401)
-        response: Response = await call_next(request)
-        if request.query_params.get("token"):
-            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
-        return response

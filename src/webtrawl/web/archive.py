@@ -21,7 +21,8 @@ under the unchanged capture's own time (its banner says both, and its links reso
 Archived bytes are the crawled site's, not ours: they always go out under `COPY_HEADERS`, whose
 `sandbox` gives the document an opaque origin with scripts disabled (so nothing in it acts as the
 dashboard) and whose fetch directives let it load only from the archive. Each copy is also framed with
-`<iframe sandbox>`, and its links are rewritten so that none leads out of the archive.
+`<iframe sandbox>`, and its links are rewritten so that none leads out of the archive. The dashboard may
+frame the archive's responses, no other site (`frame-ancestors 'self'`).
 """
 
 from __future__ import annotations
@@ -61,14 +62,24 @@ from .templating import templates
 router = APIRouter()
 log = logging.getLogger(__name__)
 
+_FRAMED_HERE = {"X-Frame-Options": "SAMEORIGIN"}
+"""The archive's responses open in the banner's frame (a copy, then the pages its links lead to), so the
+dashboard may frame them; no other site may (`frame-ancestors 'self'` in their policies, and this for
+browsers without it). Everything else the dashboard serves may not be framed at all (`headers.NoFraming`)."""
 COPY_HEADERS = {
     "Content-Security-Policy": "sandbox; default-src 'none'; img-src 'self' data:; "
-    "style-src 'self' 'unsafe-inline'; font-src 'self'; media-src 'self'",
+    "style-src 'self' 'unsafe-inline'; font-src 'self'; media-src 'self'; frame-ancestors 'self'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
+    **_FRAMED_HERE,
 }
 """Sent with every response that carries archived bytes."""
-_PAGE_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "frame-ancestors 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    **_FRAMED_HERE,
+}
 """Sent with the archive's own pages: following the link to an original tells its site nothing."""
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})

@@ -19,6 +19,7 @@ import uvicorn
 
 from ..errors import ConfigError
 from .site import Site
+from .token import check_token, redact_access_log
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8770
@@ -27,7 +28,9 @@ SHUTDOWN_WAIT = 2
 
 
 def check_exposure(host: str, token: str | None) -> None:
-    """Refuse to listen beyond loopback without a token: the dashboard can pause and stop the crawl."""
+    """Refuse to listen beyond loopback without a token, or with a short one: the dashboard can pause and
+    stop the crawl."""
+    check_token(token)
     if token or _loopback(host):
         return
     raise ConfigError(f"refusing to listen on {host} without a token: give --token or set WEBTRAWL_TOKEN")
@@ -60,6 +63,7 @@ class Dashboard:
         self.host = host
         self.port: int = self._socket.getsockname()[1]
         self._token = site.token
+        redact_access_log()
         config = uvicorn.Config(
             self.app,
             log_config=None,
