@@ -5,12 +5,15 @@ new user makes, each answered in one line that says what to do."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import tomllib
+from collections.abc import AsyncIterator
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 import webtrawl
 from tests.crawls import connect
@@ -150,3 +153,44 @@ async def test_verbose_logs_every_request_and_json_logs_and_report(site_server: 
     lines = [json.loads(line) for line in err.splitlines()]
     requests = [line for line in lines if line["logger"] == "webtrawl.requests"]
     assert len(requests) >= 3 and all({"time", "level", "message", "url", "status"} <= set(line) for line in requests)
+
+
+async def test_seeds_join_an_existing_crawl_only_when_asked(tmp_path: Path) -> None:
+    async with serve_two_sites() as (first, second):
+        out = tmp_path / "crawl"
+        code, _out, err = await run("crawl", first, "--out", str(out), "-q", *FAST)
+        assert code == 0, err
+        code, _out, err = await run("crawl", second, "--out", str(out), "-q", *FAST)
+        assert code == 2
+        one_line_error(err, "started with other seeds", f"new here: {second}", "--add-seeds")
+        code, _out, err = await run("crawl", second, "--out", str(out), "--add-seeds", "-q", *FAST)
+        assert code == 0, err
+        code, _out, err = await run("crawl", first, "--out", str(out), "-q", *FAST)  # fewer seeds: it resumes
+        assert code == 0, err
+    done = {url for (url,) in connect(out).execute("SELECT url FROM urls WHERE state = 2")}
+    assert {f"{first}a", f"{second}b"} <= done  # the second site's pages were crawled in the same crawl
+    (identity,) = connect(out).execute("SELECT identity FROM crawls").fetchone()
+    assert json.loads(identity)["seeds"] == sorted([first, second])
+
+
+@contextlib.asynccontextmanager
+async def serve_two_sites() -> AsyncIterator[tuple[str, str]]:
+    """Two hosts (127.0.0.1 and 127.0.0.2) of one page and one link each."""
+    runners = []
+    for host, link in (("127.0.0.1", "a"), ("127.0.0.2", "b")):
+
+        async def page(request: web.Request, link: str = link) -> web.Response:
+            body = f'<a href="/{link}">{link}</a>' if request.path == "/" else "leaf"
+            return web.Response(text=body, content_type="text/html")
+
+        app = web.Application()
+        app.router.add_get("/{path:.*}", page)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, host, 0).start()
+        runners.append((host, runner))
+    try:
+        yield tuple(f"http://{host}:{runner.addresses[0][1]}/" for host, runner in runners)  # type: ignore[misc]
+    finally:
+        for _host, runner in runners:
+            await runner.cleanup()

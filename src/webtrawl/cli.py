@@ -82,6 +82,8 @@ def crawl(seeds: tuple[str, ...], serve_dashboard: bool, port: int, **flags: Any
         if serve_dashboard:
             stack.enter_context(_dashboard_beside(config, redis_url, port))
         if redis_url is not None:
+            if config.add_seeds:  # the nodes' scope is fixed in Redis when the crawl is created
+                fail("--add-seeds works on a crawl run alone; a distributed crawl's seeds are fixed at creation")
             layout = layout_of(
                 config,
                 flags["partitions"],

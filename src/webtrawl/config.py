@@ -412,6 +412,9 @@ class CrawlConfig:
     """Seconds this run may take before it stops handing out URLs."""
     warc_size: int = 1024**3
     mirror: bool = False
+    add_seeds: bool = False
+    """Resuming with seeds the crawl does not have adds them to it (its scope grows to their hosts), instead of
+    refusing them as another crawl's."""
 
     def __post_init__(self) -> None:
         if not self.seeds:

@@ -73,6 +73,7 @@ FLAG_FIELDS: dict[str, tuple[str | None, str, Callable[[Any], Any]]] = {
     "max_time": (None, "max_time", _same),
     "warc_size": (None, "warc_size", _same),
     "mirror": (None, "mirror", _same),
+    "add_seeds": (None, "add_seeds", _same),
     "recrawl": ("revisit", "recrawl", _same),
     "every": ("revisit", "every", _same),
     "min_interval": ("revisit", "min_interval", _same),
@@ -112,6 +113,11 @@ CRAWL_OPTIONS = [
         type=click.Path(path_type=Path, dir_okay=False),
         metavar="FILE.toml",
         help="Settings file: any flag below as a key (max-depth = 2), seeds too; flags given here win.",
+    ),
+    click.option(
+        "--add-seeds",
+        is_flag=True,
+        help="Resuming: add the seeds given to the crawl in --out (its scope grows to their hosts).",
     ),
     click.option("--max-pages", type=int, help="Stop after this many pages in the whole crawl."),
     click.option("--max-depth", type=int, help="Do not follow links deeper than this."),
@@ -401,7 +407,7 @@ CRAWL_OPTIONS = [
 
 
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
-    "Output": ("out", "name", "config_file", "warc_size", "mirror", "quiet", "verbose", "log_format"),
+    "Output": ("out", "name", "config_file", "add_seeds", "warc_size", "mirror", "quiet", "verbose", "log_format"),
     "Scope and limits": (
         "scope_mode", "allow", "deny", "max_depth", "max_pages", "max_time", "sitemaps", "max_sitemap_urls",
         "page_requisites", "ignore_nofollow", "order", "skip_near_duplicates", "near_distance", "max_url_length",

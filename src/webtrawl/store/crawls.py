@@ -13,11 +13,14 @@ from ..urls import NORMALIZATION_CHANGES
 from .db import transaction
 
 
-def open_crawl(conn: sqlite3.Connection, name: str, identity: dict[str, Any]) -> tuple[int, list[str]]:
+def open_crawl(
+    conn: sqlite3.Connection, name: str, identity: dict[str, Any], *, add_seeds: bool = False
+) -> tuple[int, list[str]]:
     """Create the crawl `name` or resume it; returns its id and the hosts its seeds redirected to.
 
     A resume with a different identity is refused, naming what differs, because mixing two scopes in one
-    frontier would silently change what the crawl contains.
+    frontier would silently change what the crawl contains. With `add_seeds`, seeds it does not have yet join
+    it (the user asked for that scope to grow), when nothing else differs.
     """
     identity = json.loads(json.dumps(identity))  # compare as stored: tuples become lists
     row = conn.execute("SELECT id, identity, extra_hosts FROM crawls WHERE name = ?", (name,)).fetchone()
@@ -35,12 +38,24 @@ def open_crawl(conn: sqlite3.Connection, name: str, identity: dict[str, Any]) ->
         known["seeds"] = sorted(set(known["seeds"]))
     if known.get("normalization") != identity.get("normalization"):
         raise IdentityMismatch(_renormalized(name, known.get("normalization"), identity.get("normalization")))
-    found = differences(known, identity)
+    seeds = sorted(set(known.get("seeds", [])) | set(identity.get("seeds", [])))  # fewer seeds: it keeps its own
+    found = differences({**known, "seeds": seeds}, {**identity, "seeds": seeds})
     if found:
         raise IdentityMismatch(
             f"crawl {name!r} in this directory was started with other settings ({'; '.join(found)}); "
             "use the same ones to resume, or another --name / --out for a new crawl"
         )
+    if seeds != known.get("seeds"):
+        if not add_seeds:
+            added = ", ".join(seed for seed in seeds if seed not in known.get("seeds", []))
+            raise IdentityMismatch(
+                f"crawl {name!r} in this directory was started with other seeds (new here: {added}); give "
+                "--add-seeds to add them to it (its scope grows to their hosts), or another --name / --out "
+                "for a new crawl"
+            )
+        with transaction(conn):
+            conn.execute("UPDATE crawls SET identity = ? WHERE id = ?", (json.dumps({**known, "seeds": seeds},
+                         sort_keys=True), crawl_id))  # fmt: skip
     return crawl_id, json.loads(extra)
 
 
@@ -68,6 +83,12 @@ def differences(stored: dict[str, Any], wanted: dict[str, Any], prefix: str = ""
         elif old != new:
             found.append(f"{prefix}{key}: was {old!r}, now {new!r}")
     return found
+
+
+def crawl_seeds(conn: sqlite3.Connection, crawl_id: int) -> list[str]:
+    """Every seed of the crawl, normalized, sorted (those of earlier runs and those added since)."""
+    (identity,) = conn.execute("SELECT identity FROM crawls WHERE id = ?", (crawl_id,)).fetchone()
+    return list(json.loads(identity).get("seeds", []))
 
 
 def extra_hosts(conn: sqlite3.Connection, crawl_id: int) -> list[str]:

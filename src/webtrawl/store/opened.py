@@ -17,7 +17,7 @@ from typing import TypedDict
 from ..config import CrawlConfig
 from ..models import NewURL
 from ..urls import NORMALIZATION_VERSION, fingerprint, normalize_seeds, origin
-from .crawls import open_crawl
+from .crawls import crawl_seeds, open_crawl
 from .db import DB_NAME, Database, DirectoryLock, prepare_directory
 from .index import drop_counts, failure_counts, status_counts
 from .media import media_counts
@@ -54,8 +54,11 @@ async def open_crawl_directory(
     db = Database(out / db_name)
     try:
         await db.open()
-        crawl_id, gained = await db.run(open_crawl, config.name, config.identity(seeds, NORMALIZATION_VERSION))
-        yield OpenedCrawl(out, db, crawl_id, seeds, gained)
+        identity = config.identity(seeds, NORMALIZATION_VERSION)
+        crawl_id, gained = await db.run(open_crawl, config.name, identity, add_seeds=config.add_seeds)
+        # The seeds given first, then the crawl's others: a resume given fewer seeds keeps the whole scope.
+        known = await db.run(crawl_seeds, crawl_id)
+        yield OpenedCrawl(out, db, crawl_id, list(dict.fromkeys([*seeds, *known])), gained)
     finally:
         await db.close()
         if directory_lock is not None:
