@@ -271,7 +271,10 @@ async def test_interrupt_then_resume(site_server: SiteServer, tmp_path: Path) ->
         "-q",
     ]
     proc = await asyncio.create_subprocess_exec(*args, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-    await asyncio.sleep(1.5)
+    for _ in range(600):  # Ctrl-C once the crawl is under way (the site saw a page request), however slow the start
+        if any(r.path != "/robots.txt" for r in site_server.log):
+            break
+        await asyncio.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 130, err

@@ -282,7 +282,10 @@ def test_ctrl_c_while_a_coordinator_waits_for_the_lease_exits_at_once(tmp_path: 
         with redis.Redis.from_url(server.url) as client:
             client.set(KEYS.coordinator, "another", px=60_000)  # a coordinator that may have died
         waiting = coordinator(sites, server.url, tmp_path / "coord", "--lease-ttl", "30")  # it waits up to 31 s
-        time.sleep(1.5)
+        for _ in range(300):  # until it says it waits, however slow the start
+            if "waiting for it to expire" in waiting.stderr_path.read_text():
+                break
+            time.sleep(0.1)
         assert waiting.popen.poll() is None, waiting.stderr_path.read_text()
         os.kill(waiting.pid, signal.SIGINT)
         code, out, err = waiting.finish(10)

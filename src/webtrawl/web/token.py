@@ -12,12 +12,14 @@ import hmac
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
-
 from ..errors import ConfigError
+
+if TYPE_CHECKING:  # the command line imports this module for `check_token`, and must start fast
+    from fastapi import FastAPI, Request
+    from fastapi.responses import Response
 
 TOKEN_COOKIE = "webtrawl_token"
 MIN_LENGTH = 16
@@ -38,6 +40,7 @@ def check_token(token: str | None) -> None:
 
 def require_token(app: FastAPI, token: str) -> None:
     """Every request carries the token; one that brings it in its address is sent on without it."""
+    from fastapi.responses import JSONResponse, Response
 
     @app.middleware("http")
     async def check(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
