@@ -107,7 +107,8 @@ def db(crawled: Crawled) -> Iterator[sqlite3.Connection]:
     conn.close()
 
 
-def _walk(client: TestClient, url: str) -> list[dict]:
+def walk(client: TestClient, url: str) -> list[dict]:
+    """Every row of a paged /api list, following its next_url."""
     rows: list[dict] = []
     next_url: str | None = url
     while next_url:
@@ -171,7 +172,7 @@ SORT_KEYS = {
 def test_pagination_walks_every_capture_once_in_order(
     client: TestClient, db: sqlite3.Connection, sort: str, direction: str
 ) -> None:
-    rows = _walk(client, f"/api/pages?sort={sort}&dir={direction}&limit=13")
+    rows = walk(client, f"/api/pages?sort={sort}&dir={direction}&limit=13")
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids))
     assert sorted(ids) == _ids(db)
@@ -204,16 +205,16 @@ def test_html_pages_paginate_through_next_links(client: TestClient, db: sqlite3.
 )
 def test_filters(client: TestClient, db: sqlite3.Connection, query: str, where: str) -> None:
     for sort in ("fetched", "size"):
-        assert sorted(r["id"] for r in _walk(client, f"/api/pages?{query}&sort={sort}&limit=50")) == _ids(db, where)
+        assert sorted(r["id"] for r in walk(client, f"/api/pages?{query}&sort={sort}&limit=50")) == _ids(db, where)
 
 
 def test_host_filter(client: TestClient, db: sqlite3.Connection, crawled: Crawled) -> None:
     host = crawled.evil_origin.removeprefix("http://")
-    rows = _walk(client, f"/api/pages?host={host}")
+    rows = walk(client, f"/api/pages?host={host}")
     assert sorted(r["id"] for r in rows) == _ids(db, "h.host = ?", crawled.evil_origin)
-    assert _walk(client, f"/api/pages?host={crawled.evil_origin}/") == rows
+    assert walk(client, f"/api/pages?host={crawled.evil_origin}/") == rows
     assert len(rows) == 3 and all(r["url"].startswith(crawled.evil_origin) for r in rows)
-    assert _walk(client, "/api/pages?host=nowhere.example") == []
+    assert walk(client, "/api/pages?host=nowhere.example") == []
 
 
 @pytest.mark.parametrize(

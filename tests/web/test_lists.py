@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.web.test_browse import Crawled, TestClient, _ids, crawl_with_evil_site
+from tests.web.test_browse import Crawled, TestClient, _ids, crawl_with_evil_site, walk
 from webtrawl.web.app import create_app
 from webtrawl.web.site import Site
 
@@ -36,17 +36,6 @@ def db(crawled: Crawled) -> Iterator[sqlite3.Connection]:
     conn = sqlite3.connect(f"file:{crawled.out / 'crawl.db'}?mode=ro", uri=True)
     yield conn
     conn.close()
-
-
-def _walk(client: TestClient, url: str) -> list[dict]:
-    rows: list[dict] = []
-    next_url: str | None = url
-    while next_url:
-        got = client.get(next_url)
-        assert got.status_code == 200, got.text
-        rows += got.json()["rows"]
-        next_url = got.json()["next_url"]
-    return rows
 
 
 def _hrefs(page: str) -> list[str]:
@@ -73,7 +62,7 @@ def test_failed_urls_are_listed_with_their_reason_from_the_overview(client: Test
         count = len(expected)
         assert re.search(rf'id="total">{count} URLs? failed for {re.escape(html.escape(reason))}<', page)
 
-    rows = _walk(client, "/api/failed?limit=3")
+    rows = walk(client, "/api/failed?limit=3")
     assert {row["url"]: row["reason"] for row in rows} == failed and len(rows) == len(failed)
     got = client.get("/api/failed").json()
     assert got["total"] == len(failed) and sum(got["reasons"].values()) == len(failed)
@@ -92,7 +81,7 @@ def test_dropped_urls_are_listed_with_their_reason_and_the_page_that_linked_them
         )
     }
     assert dropped and any(referrer for _, referrer in dropped.values())
-    rows = _walk(client, "/api/dropped?limit=4")
+    rows = walk(client, "/api/dropped?limit=4")
     assert {row["url"]: (row["reason"], row["referrer"]) for row in rows} == dropped and len(rows) == len(dropped)
     linked = next(row for row in rows if row["referrer_detail"])
     referrer_page = client.get(linked["referrer_detail"]).text
@@ -103,7 +92,7 @@ def test_dropped_urls_are_listed_with_their_reason_and_the_page_that_linked_them
     for reason in {reason for reason, _ in dropped.values()}:
         address = f"/dropped?{urlencode({'reason': reason})}"
         assert address in _hrefs(overview), reason
-        only = _walk(client, f"/api/dropped?{urlencode({'reason': reason, 'limit': 2})}")
+        only = walk(client, f"/api/dropped?{urlencode({'reason': reason, 'limit': 2})}")
         assert sorted(row["url"] for row in only) == sorted(u for u, (why, _) in dropped.items() if why == reason)
         page = client.get(address).text
         for row in only[:50]:
@@ -121,7 +110,7 @@ def test_the_lists_page_on_through_next_links_and_refuse_a_damaged_cursor(client
             seen += re.findall(r'<tr>\s*<td class="url">([^<]+)</td>', page)
             found = re.search(r'id="next" rel="next" href="([^"]+)"', page)
             url = found and html.unescape(found[1])
-        assert sorted(seen) == sorted(html.escape(row["url"]) for row in _walk(client, f"/api/{list_name}"))
+        assert sorted(seen) == sorted(html.escape(row["url"]) for row in walk(client, f"/api/{list_name}"))
         assert 'id="message"' in client.get(f"/{list_name}?after=nonsense").text
         assert client.get(f"/api/{list_name}?after=nonsense").status_code == 400
         empty = client.get(f"/api/{list_name}", params={"reason": "no such reason"}).json()
@@ -168,7 +157,7 @@ def test_a_page_linked_from_hundreds_lists_its_in_links_a_page_at_a_time(
         u for (u,) in db.execute("SELECT u.url FROM links l JOIN urls u ON u.fp = l.src_fp WHERE dst_fp = ?", (fp,))
     }
 
-    rows = _walk(client, f"/api/page/{capture_id}/in-links?limit=40")
+    rows = walk(client, f"/api/page/{capture_id}/in-links?limit=40")
     assert len(rows) == inbound and {row["url"] for row in rows} == sources
     first = client.get(f"/api/page/{capture_id}/in-links").json()
     assert first["total"] == inbound and len(first["rows"]) == 50
