@@ -186,6 +186,14 @@ class CrawlTotals:
     upto: int
     """The last capture id counted: counting on from here reads only captures added since."""
 
+    def pace(self, live_rate: float | None) -> tuple[float, float]:
+        """(elapsed seconds, pages/s): while the crawl runs (`live_rate`: its current rate), from its creation to
+        now; once it stopped, to its last fetch, at its average rate (a finished crawl is not "0 pages/s")."""
+        if live_rate is not None:
+            return time.time() - self.started_at, live_rate
+        elapsed = (self.last_fetch_at or self.started_at) - self.started_at
+        return elapsed, self.captures / elapsed if elapsed > 0 else 0.0
+
 
 def crawl_totals(conn: sqlite3.Connection, crawl_id: int, since: CrawlTotals | None = None) -> CrawlTotals:
     """The crawl's captures and bytes, counted on from `since` (captures are only ever added, with growing

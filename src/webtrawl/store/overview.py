@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from .index import drop_counts, failure_counts, unindexed
-from .live import ACTIVE, STALE_AFTER, read_snapshot, stored_counts
+from .live import ACTIVE, STALE_AFTER, crawl_totals, read_snapshot, stored_counts
 from .schedule import Due, due_counts
 
 
@@ -41,12 +41,7 @@ class Overview:
 def overview(conn: sqlite3.Connection, crawl_id: int) -> Overview:
     """The crawl's totals. While its process runs, the URL counts and rate come from the snapshot it publishes
     every second (URLs it has handed out are still `waiting` in the store until their batch commits)."""
-    (started_at,) = conn.execute("SELECT created_at FROM crawls WHERE id = ?", (crawl_id,)).fetchone()
-    # two queries, so each reads one index: (size) holds both count and total, (fetched_at) the last
-    captures, size = conn.execute(
-        "SELECT COUNT(*), TOTAL(size) FROM captures WHERE crawl_id = ?", (crawl_id,)
-    ).fetchone()
-    (last,) = conn.execute("SELECT MAX(fetched_at) FROM captures WHERE crawl_id = ?", (crawl_id,)).fetchone()
+    totals = crawl_totals(conn, crawl_id)
     statuses = dict(
         conn.execute(
             "SELECT IFNULL(status, 0), COUNT(*) FROM captures WHERE crawl_id = ? GROUP BY IFNULL(status, 0)",
@@ -57,11 +52,7 @@ def overview(conn: sqlite3.Connection, crawl_id: int) -> Overview:
     snap = published[1] if published else {}
     live = bool(published and snap["state"] in ACTIVE and time.time() - published[0] < STALE_AFTER)
     counts = snap["counts"] if live else stored_counts(conn, crawl_id)
-    if live:
-        elapsed, rate = time.time() - started_at, float(snap["pages_per_second"])
-    else:
-        elapsed = (last or started_at) - started_at
-        rate = captures / elapsed if elapsed > 0 else 0.0
+    elapsed, rate = totals.pace(float(snap["pages_per_second"]) if live else None)
     state = snap["state"] if live or (snap and snap["state"] not in ACTIVE) else "not running" if snap else "unknown"
     return Overview(
         state=state,
@@ -70,13 +61,13 @@ def overview(conn: sqlite3.Connection, crawl_id: int) -> Overview:
         running=int(counts["running"]),
         failed=int(counts["failed"]),
         waiting_by_depth={int(depth): n for depth, n in counts["waiting_by_depth"].items()},
-        captures=captures,
-        bytes=int(size),
+        captures=totals.captures,
+        bytes=totals.bytes,
         statuses=statuses,
         failures={reason or "(no reason)": n for reason, n in failure_counts(conn, crawl_id).items()},
         drops=drop_counts(conn, crawl_id),
-        started_at=started_at,
-        last_fetch_at=last,
+        started_at=totals.started_at,
+        last_fetch_at=totals.last_fetch_at,
         elapsed=elapsed,
         pages_per_second=rate,
         unindexed=unindexed(conn),

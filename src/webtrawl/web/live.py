@@ -252,11 +252,7 @@ def _whole_crawl(totals: CrawlTotals | None, live: bool, pages_per_second: float
     if totals is None:
         return {"started_at": None, "last_fetch_at": None, "captures": 0, "bytes": 0, "elapsed": 0.0,
                 "pages_per_second": 0.0}  # fmt: skip
-    if live:
-        elapsed, rate = time.time() - totals.started_at, pages_per_second
-    else:
-        elapsed = (totals.last_fetch_at or totals.started_at) - totals.started_at
-        rate = totals.captures / elapsed if elapsed > 0 else 0.0
+    elapsed, rate = totals.pace(pages_per_second if live else None)
     return {
         "started_at": totals.started_at,
         "last_fetch_at": totals.last_fetch_at,
