@@ -15,7 +15,7 @@ import webtrawl
 from tests.crawls import connect, fast_config
 from tests.sites import SiteServer
 from webtrawl import Crawler, FetchConfig, StoreError
-from webtrawl.reader import CrawlReader, Reason, open
+from webtrawl.reader import CrawlReader, open
 
 BROKEN = "/broken/"
 """The test site's page that always answers 500: retried, then failed."""
@@ -62,11 +62,14 @@ async def test_a_finished_crawl_reads_as_the_commands_show_it(small_site: SiteSe
         assert docs.body == gzip.compress(site.route("/docs/").body, mtime=0)  # as the server sent it
         assert docs.decoded() == site.route("/docs/").body
 
-        failed = set(crawl.failed())
-        assert Reason(site.url("/missing/0/"), "HTTP 404") in failed
-        assert Reason(site.url(BROKEN), "HTTP 500 (after 2 attempts)") in failed
-        assert Reason(site.url("/private/"), "blocked by robots.txt") in failed
+        failed = {row.url: row.reason for row in crawl.failed()}
+        assert failed[site.url("/missing/0/")] == "HTTP 404"
+        assert failed[site.url(BROKEN)] == "HTTP 500 (after 2 attempts)"
+        assert failed[site.url("/private/")] == "blocked by robots.txt"
         assert len(failed) == report.failed_total
+        assert {row.url for row in crawl.failed("HTTP 404")} == {
+            url for url, why in failed.items() if why == "HTTP 404"
+        }
         dropped = {drop.url: drop.reason for drop in crawl.dropped()}
         assert dropped[site.other_origin + "/"] == "out-of-scope"
         assert sum(report.drops.values()) == len(dropped)

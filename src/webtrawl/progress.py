@@ -29,6 +29,7 @@ from .models import FrontierCounts
 from .reader import Retry
 from .reader import open as open_crawl
 from .stats import CrawlReport
+from .store.live import time_left
 
 REFRESH = 0.5
 """Seconds between two updates of the live display."""
@@ -100,9 +101,7 @@ class Figures:
         """Seconds until the URLs known now are fetched at the current rate, as the dashboard estimates (more
         may be found meanwhile), and at least until the last retry named is due; None while nothing is
         fetched and no retry is named."""
-        by_rate = (
-            (self.counts.waiting + self.counts.running) / self.pages_per_second if self.pages_per_second > 0 else None
-        )
+        by_rate = time_left(self.counts.waiting, self.counts.running, self.pages_per_second)
         retried = max((retry.due_at - self.now for retry in self.retries), default=None)
         known = [seconds for seconds in (by_rate, retried) if seconds is not None]
         return max(0.0, *known) if known else None

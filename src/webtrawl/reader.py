@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -24,6 +25,7 @@ from .store.crawls import crawl_id_of, crawl_name
 from .store.db import DB_NAME, connect
 from .store.export import capture_rows
 from .store.overview import Overview, overview
+from .store.problems import DroppedRow, FailedRow, Listed, Row, list_dropped, list_failed
 from .store.replay import ArchivedCapture
 from .store.show import ArchivedMessage, captures_of, latest_archived, read_message
 from .urls import normalize
@@ -100,14 +102,6 @@ class Record:
 
 
 @dataclass(frozen=True, slots=True)
-class Reason:
-    """A URL the crawl gave up on or refused, and why."""
-
-    url: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
 class Retry:
     """A URL waiting for another attempt after a failure that may pass (no response, a 5xx, a 429)."""
 
@@ -169,23 +163,16 @@ class CrawlReader:
         capture, source = latest_archived(self._conn, self._crawl_id, captures)
         return Record(capture, source, read_message(self.directory, source))
 
-    def failed(self) -> Iterator[Reason]:
+    def failed(self, reason: str = "") -> Iterator[FailedRow]:
         """The URLs the crawl gave up on (an HTTP error, robots.txt, a failure after its last retry), in the
-        order they were found."""
-        for url, reason in self._conn.execute(
-            "SELECT url, IFNULL(reason, '') FROM urls WHERE crawl_id = ? AND state = 3 ORDER BY id", (self._crawl_id,)
-        ):
-            yield Reason(url, reason)
+        order they were found, as the dashboard lists them: url, reason, attempts, depth, when."""
+        return _every(partial(list_failed, self._conn, self._crawl_id, reason))
 
-    def dropped(self) -> Iterator[Reason]:
+    def dropped(self, reason: str = "") -> Iterator[DroppedRow]:
         """The URLs refused before they reached the frontier (out of scope, too deep, over a budget, …) with
-        their first reason, by URL; a URL the crawl took after all, from another page, is not one."""
-        for url, reason in self._conn.execute(
-            "SELECT url, reason FROM dropped d WHERE crawl_id = ? AND NOT EXISTS "
-            "(SELECT 1 FROM urls u WHERE u.crawl_id = d.crawl_id AND u.fp = d.fp) ORDER BY url",
-            (self._crawl_id,),
-        ):
-            yield Reason(url, reason)
+        their first reason and the page that linked them, as the dashboard lists them; a URL the crawl took
+        after all, from another page, is not one."""
+        return _every(partial(list_dropped, self._conn, self._crawl_id, reason))
 
     def retries(self, limit: int = 10) -> list[Retry]:
         """Up to `limit` URLs waiting for a retry, the soonest due first: what keeps a crawl going when
@@ -225,3 +212,18 @@ def open(directory: str | Path, name: str | None = None) -> CrawlReader:
     A directory without a crawl, an unknown name, or a name missing where there are several crawls raises
     StoreError, saying which crawls there are."""
     return CrawlReader(directory, name)
+
+
+_PAGE = 1000
+"""Rows read at a time by `failed` and `dropped`."""
+
+
+def _every(list_page: Callable[..., Listed[Row]]) -> Iterator[Row]:
+    """Every row of a keyset-paged list, a page at a time."""
+    after = None
+    while True:
+        page = list_page(after=after, limit=_PAGE)
+        yield from page.rows
+        if page.next is None:
+            return
+        after = page.next

@@ -195,6 +195,12 @@ class CrawlTotals:
         return elapsed, self.captures / elapsed if elapsed > 0 else 0.0
 
 
+def time_left(waiting: int, running: int, pages_per_second: float) -> float | None:
+    """Seconds until the URLs known now are fetched at `pages_per_second` (more may be found meanwhile); None
+    while nothing is fetched. The dashboard and the terminal estimate alike."""
+    return (waiting + running) / pages_per_second if pages_per_second > 0 else None
+
+
 def crawl_totals(conn: sqlite3.Connection, crawl_id: int, since: CrawlTotals | None = None) -> CrawlTotals:
     """The crawl's captures and bytes, counted on from `since` (captures are only ever added, with growing
     ids), so a reading every second costs the captures of that second, not a count of a million."""

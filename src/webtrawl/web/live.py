@@ -44,6 +44,7 @@ from ..store.live import (
     read_snapshot,
     send_command,
     stored_counts,
+    time_left,
 )
 from .metrics import render_metrics
 from .site import Site
@@ -264,10 +265,8 @@ def _whole_crawl(totals: CrawlTotals | None, live: bool, pages_per_second: float
 
 
 def _eta(counts: dict[str, Any], pages_per_second: float) -> float | None:
-    """Seconds until the URLs known now are fetched at the current pace (more may be found meanwhile)."""
-    if pages_per_second <= 0:
-        return None
-    return round((counts["waiting"] + counts["running"]) / pages_per_second, 1)
+    left = time_left(counts["waiting"], counts["running"], pages_per_second)
+    return None if left is None else round(left, 1)
 
 
 class _Once(logging.Filter):
