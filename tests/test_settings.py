@@ -59,12 +59,20 @@ def test_a_file_takes_flag_names_in_any_table_human_units_and_older_field_names(
         ("cookies = 1", ("cookies", "not true or false")),
     ],
 )
-async def test_a_bad_settings_file_is_one_line_naming_the_key(tmp_path: Path, text: str, fragments: tuple) -> None:
+def test_a_bad_settings_file_names_the_key(tmp_path: Path, text: str, fragments: tuple) -> None:
     path = tmp_path / "crawl.toml"
     path.write_text(text + "\n")
+    with pytest.raises(ConfigError) as refused:
+        for_api(("http://127.0.0.1:9/",), {"config": path, "out": tmp_path / "o"})
+    assert all(fragment in str(refused.value) for fragment in fragments), refused.value
+
+
+async def test_the_command_says_so_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "crawl.toml"
+    path.write_text("[crawl]\nmax_depht = 2\n")
     code, _out, err = await run("crawl", "http://127.0.0.1:9/", "--out", str(tmp_path / "o"), "--config", str(path))
     assert code == 2
-    one_line_error(err, *fragments)
+    one_line_error(err, "unknown setting 'max_depht' in [crawl]", "did you mean max-depth")
 
 
 async def test_seeds_and_out_may_come_from_the_file_and_flags_win(site_server: SiteServer, tmp_path: Path) -> None:
