@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -189,29 +189,20 @@ def build(seeds: tuple[str, ...], values: Mapping[str, Any], named: Mapping[tupl
 def from_command_line(
     ctx: click.Context, seeds: tuple[str, ...], flags: dict[str, Any]
 ) -> tuple[CrawlConfig, dict[str, Any]]:
-    """The crawl's config and every flag's value, the settings file's (`--config`) taken where the command
-    line gave nothing: a flag left at its default must not hide the file's value. Seeds on the command line
-    replace the file's."""
-    values, named = dict(flags), {}
+    """The crawl's config and every flag's value, over the settings file (`--config`) when there is one.
+    Seeds on the command line replace the file's."""
     path = flags.get("config_file")
-    if path is not None:
-        file = read_file(path)
-        given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
-        for name, value in file.values.items():
-            if ctx.get_parameter_source(name) not in given:
-                values[name] = value
-        named = file.fields
-        for flag, (part, field, _convert) in FLAG_FIELDS.items():  # a default must not hide the file's field
-            if (part, field) in named and ctx.get_parameter_source(flag) not in given and flag not in file.values:
-                values[flag] = None
-        seeds = seeds or file.seeds
+    file = read_file(path) if path is not None else Settings(values={}, fields={})
+    sources = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    values = _over_file(flags, file, lambda flag: ctx.get_parameter_source(flag) in sources)
+    seeds = seeds or file.seeds
     if not seeds:
         raise ConfigError("give at least one seed URL (on the command line, or seeds = [...] in the settings file)")
-    return build(seeds, values, named), values
+    return build(seeds, values, file.fields), values
 
 
-API_ONLY_NOT = ("quiet", "verbose", "log_format", "redis_url", "partition_by", "no_fetch", "partitions", "dedup",
-                "expected_urls", "fp_rate", "lease_ttl")  # fmt: skip
+COMMAND_LINE_ONLY = ("quiet", "verbose", "log_format", "redis_url", "partition_by", "no_fetch", "partitions",
+                     "dedup", "expected_urls", "fp_rate", "lease_ttl")  # fmt: skip
 """Flags of the command line alone: how it talks to the terminal, and distributed runs (`webtrawl crawl --redis`)."""
 
 
@@ -225,16 +216,23 @@ def for_api(seeds: tuple[str, ...], given: Mapping[str, Any]) -> CrawlConfig:
     file = read_file(Path(path)) if path is not None else Settings(values={}, fields={})
     settings = read_settings(given, "the arguments of webtrawl.crawl")
     for name in settings.values:
-        if name in API_ONLY_NOT:
+        if name in COMMAND_LINE_ONLY:
             raise ConfigError(f"{name} is a setting of the webtrawl command alone")
-    values = {**_defaults(), **file.values, **settings.values}
-    for flag, (part, field, _convert) in FLAG_FIELDS.items():
-        if (part, field) in file.fields and flag not in file.values and flag not in settings.values:
-            values[flag] = None
+    values = _over_file({**_defaults(), **settings.values}, file, lambda flag: flag in settings.values)
     if not seeds and not file.seeds:
         raise ConfigError("give at least one seed URL")
     config = build(seeds or file.seeds, values, file.fields)
     return replace(config, **whole) if whole else config
+
+
+def _over_file(values: Mapping[str, Any], file: Settings, given: Callable[[str], bool]) -> dict[str, Any]:
+    """Each flag's value: the one `given` says was given, else the file's, else its default. A default must
+    not hide the file's value, nor a config field the file sets by its own name."""
+    merged = {flag: value if given(flag) else file.values.get(flag, value) for flag, value in values.items()}
+    for flag, (part, field, _convert) in FLAG_FIELDS.items():
+        if (part, field) in file.fields and not given(flag) and flag not in file.values:
+            merged[flag] = None
+    return merged
 
 
 def _defaults() -> dict[str, Any]:
