@@ -406,14 +406,15 @@ class RedisFrontier:
 
         The archive checkpoint is saved locally before anything is completed in Redis: a crash in between
         leaves records whose URLs are fetched again (at least once), never a result without its record.
-        Site files are not URLs of any partition: they go to the stream of their host's, unfenced.
+        Site files are not URLs of any partition: they go to the stream of their host's, fenced by the crawl's
+        incarnation only (as drops are).
         """
         if self._save_checkpoint is not None and checkpoint:
             await self._save_checkpoint(checkpoint)
         if site_files:
             entry = encode_site_files(list(site_files), self._leases.node)
-            stream = self._keys.stream(self.partition(site_files[0].url, origin(site_files[0].url)))
-            await self._redis("sending site files", lambda: self._client.xadd(stream, {"f": entry}))
+            p = self.partition(site_files[0].url, origin(site_files[0].url))
+            await self._script("sending site files", self._scripts.site_files, p, [entry])
         children = self._seen.fresh(child for item in batch for child in item.children)
         cash = None
         if self._importance:
