@@ -113,7 +113,8 @@ async def test_ctrl_c_stops_the_crawl_and_its_chromium(tmp_path: Path) -> None:
 
 async def test_a_stop_from_the_dashboard_ends_the_crawl_and_its_chromium(tmp_path: Path) -> None:
     async with JsSite() as site:
-        proc = await start(render_args(site, tmp_path, "--delay", "1", "--per-host", "1"))
+        # 2 s between pages: a loaded machine's `webtrawl control` must start and be obeyed before the rest are done
+        proc = await start(render_args(site, tmp_path, "--delay", "2", "--per-host", "1"))
         await wait_for_done(tmp_path, 1)
         assert chromium_of(proc.pid)
         code, _out, err = await webtrawl("control", "stop", str(tmp_path))
