@@ -24,8 +24,9 @@ from webtrawl.stats import CrawlReport
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT = 8.0
-"""Seconds a page's rendering may take in these tests."""
+TIMEOUT = 15.0
+"""Seconds a page's rendering may take in these tests: the 100,000-node page took more than 8 on a loaded
+2-core machine."""
 
 
 @dataclass
