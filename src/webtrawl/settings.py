@@ -97,15 +97,13 @@ def option_named(key: str, where: str) -> click.Option:
 def converted(option: click.Option, value: Any, where: str) -> Any:
     """`value` read as the flag reads its argument; ConfigError says what the flag wants."""
     try:
-        if option.is_flag and not option.secondary_opts and option.flag_value is True:
+        if option.is_bool_flag:  # --cookies, --sitemaps/--no-sitemaps: true or false, nothing else
             if not isinstance(value, bool):
                 raise click.BadParameter(f"{value!r} is not true or false")
             return value
         if option.multiple:
             items = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else [value]
             return tuple(option.type.convert(item, option, None) for item in items)
-        if option.is_bool_flag and not isinstance(value, bool):
-            raise click.BadParameter(f"{value!r} is not true or false")
         return option.type.convert(value, option, None)
     except click.BadParameter as exc:
         raise ConfigError(f"{_setting_name(option)} in {where}: {exc.message}") from None
