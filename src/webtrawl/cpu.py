@@ -1,7 +1,8 @@
 """Where a crawl's CPU went, by stage: the split `make bench` prints, so a regression shows where it landed.
 
 Most stages own a thread, whose CPU clock the kernel keeps at no cost to the crawl: the archive thread
-(WARC, mirror), the database thread (the frontier's batches, and the search index, timed apart). Parsing
+(WARC, mirror), the database's writer and reader threads (the frontier's batches and claims, and the search
+index, timed apart). Parsing
 (decoding included) and hashing (SimHash; the payload digest of a re-fetch) are timed where they run
 (`Stats.cpu`): on the event loop's thread, or in the parse worker process, which reports its own clock. What
 else the loop does is fetching (aiohttp, the scheduler, judging a page), and what no named thread did (DNS
@@ -48,7 +49,7 @@ def split(
 ) -> dict[str, float]:
     """CPU seconds by stage, from the sections timed on the loop or in a worker process (`parse`, `hashing`;
     `away` seconds of them in the worker) and on the database thread (`index`), and the loop's, archive's,
-    database thread's and the process's clocks (`total`: with the children it has reaped, such as the
+    database threads' and the process's clocks (`total`: with the children it has reaped, such as the
     parse worker once the run closed it)."""
     parse, hashing, index = timed.get("parse", 0.0), timed.get("hashing", 0.0), timed.get("index", 0.0)
     found = {
@@ -71,13 +72,13 @@ def current_thread(*_args: object) -> int:
 
 class StageClocks:
     """The clocks of one run, started with it: the loop's (the thread that builds it) and the process's, and
-    the ids of the archive and database threads, set as they start."""
+    the ids of the archive thread and the database's threads (writer, reader), set as they start."""
 
     def __init__(self) -> None:
         self._loop = time.thread_time()
         self._process = process_seconds()
         self.archive: int | None = None
-        self.database: int | None = None
+        self.database: tuple[int, ...] = ()
 
     def split(self, timed: Mapping[str, float], away: float = 0.0) -> dict[str, float]:
         """CPU seconds by stage so far (`split`); call it on the loop's thread, while the others still run."""
@@ -86,6 +87,6 @@ class StageClocks:
             away=away,
             loop=time.thread_time() - self._loop,
             archive=thread_seconds(self.archive),
-            database=thread_seconds(self.database),
+            database=sum(map(thread_seconds, self.database)),
             total=process_seconds() - self._process,
         )

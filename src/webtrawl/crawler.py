@@ -128,10 +128,8 @@ class Crawler:
         config, backend = self.config, self.backend
         out, db, crawl_id, seeds = opened.out, opened.db, opened.crawl_id, opened.seeds
         clocks = StageClocks()
-        clocks.database, clocks.archive = (
-            await db.run(current_thread),
-            await self._on_archive_thread(current_thread),
-        )
+        clocks.database = (await db.run(current_thread), await db.read(current_thread))
+        clocks.archive = await self._on_archive_thread(current_thread)
         await db.run(clear_control, crawl_id)  # a new run runs, whatever the last one was told
         # Built even without --media: media tasks an earlier run queued are still collected on resume.
         registry = Registry(config.media.resolvers, config.media.kinds)

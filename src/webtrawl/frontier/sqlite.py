@@ -12,6 +12,14 @@ are recorded as dropped instead.
 
 Data owned by the writer thread (host ids, budget counters) is only mutated there; `_hosts` and
 `_retry_at` only on the event loop, from the rows the writer thread returns.
+
+A claim reads on the database's reader thread (`Database.read`), so the next URLs are handed out while the
+writer commits a batch or catches up the search index; a claim that waited behind those left the fetch
+slots idle. Its reading is the last commit's, so three things make up for what it cannot see: URLs handed
+out since are skipped by fingerprint (`_claimed`); a URL deeper than one a write in flight brings to its
+host is not handed out (`_writing`), which keeps breadth-first order as if the claim had waited; and a host
+whose head a commit raised while the claim read keeps the lower of the two heads (`_raised_at`), so a claim
+that read before new URLs arrived never marks their host empty.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ import json
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..models import Completion, Entry, FrontierCounts, NewURL, Resource, State
@@ -43,6 +52,8 @@ _KNOWN_CHUNK = 500
 _ORDER = "depth, priority DESC, id"
 """The hand-out order of a host's waiting URLs (index `urls_waiting`): by depth, then importance (always 0
 unless the crawl orders by importance), then arrival."""
+_DEEPEST = 1 << 62
+"""Deeper than any URL."""
 _CASH = "UPDATE urls SET priority = priority + ? WHERE crawl_id = ? AND fp = ? AND state = 0"
 
 
@@ -77,6 +88,11 @@ class SqliteFrontier:
         self._running = 0
         self._done = 0
         self._seq = 0
+        self._writing: dict[int, dict[str, int]] = {}
+        """Per write in flight (by its seq), the smallest depth of the URLs it brings to each host."""
+        self._raises = 0
+        self._raised_at: dict[int, int] = {}
+        """Per host id, the number of the last `_raise_heads` call that raised it."""
         self.revisited = 0
         """URLs this run re-queued because their revisit was due."""
 
@@ -151,12 +167,31 @@ class SqliteFrontier:
     # -- adding -----------------------------------------------------------------------------------
 
     async def add(self, urls: Sequence[NewURL], drops: Sequence[tuple[str, str]] = ()) -> int:
-        self._seq += 1
-        changed = await self._db.run(
-            self._add_in_transaction, self._seen.fresh(urls), list(drops), self._seq, time.time()
-        )
-        self._raise_heads(changed)
+        fresh = self._seen.fresh(urls)
+        with self._write(fresh) as seq:
+            changed = await self._db.run(self._add_in_transaction, fresh, list(drops), seq, time.time())
+            self._raise_heads(changed)
         return len(changed)
+
+    @contextmanager
+    def _write(self, urls: Sequence[NewURL]) -> Iterator[int]:
+        """A write of `urls` to the frontier, in flight while in the block: its seq, and the depths claims
+        must not pass until it is committed."""
+        self._seq += 1
+        seq = self._seq
+        shallowest: dict[str, int] = {}
+        for url in urls:
+            if url.depth < shallowest.get(url.host, url.depth + 1):
+                shallowest[url.host] = url.depth
+        self._writing[seq] = shallowest
+        try:
+            yield seq
+        finally:
+            del self._writing[seq]
+            for host in shallowest:  # hosts a claim parked for this write
+                host_id = self._host_ids.get(host)
+                if host_id is not None:
+                    self._hosts.wake(host_id)
 
     def _add_in_transaction(
         self, conn: sqlite3.Connection, urls: Sequence[NewURL], drops: list[tuple[str, str]], seq: int, now: float
@@ -240,9 +275,11 @@ class SqliteFrontier:
         return host_id
 
     def _raise_heads(self, changed: Iterable[Row]) -> None:
-        raise_head = self._hosts.raise_head
+        self._raises += 1
+        raise_head, raised_at, number = self._hosts.raise_head, self._raised_at, self._raises
         for host_id, depth in changed:
             raise_head(host_id, depth)
+            raised_at[host_id] = number
 
     # -- claiming ---------------------------------------------------------------------------------
 
@@ -254,9 +291,16 @@ class SqliteFrontier:
         politeness, names, hosts = self._politeness, self._host_names, self._hosts
         if n <= 0:
             return []
+        coming: dict[str, int] = {}  # URLs the claim's reading may not see, by host: their smallest depth
+        for shallowest in self._writing.values():
+            for host, depth in shallowest.items():
+                coming[host] = min(depth, coming.get(host, depth))
         plan = []
         for host_id in hosts.candidates(mono):
             host = names[host_id]
+            if coming.get(host, _DEEPEST) < hosts.heads[host_id]:
+                hosts.park(host_id, None)  # until that write ends: its URLs come first
+                continue
             take = min(politeness.free_slots(host, mono), n)
             if take <= 0:
                 hosts.park(host_id, politeness.wait(host, mono))
@@ -271,17 +315,26 @@ class SqliteFrontier:
         if not plan:
             return []
         self._seq += 1
-        claimed = self._claimed
-        entries, heads = await self._db.run(
+        claimed, raises, seq = self._claimed, self._raises, self._seq
+        read, heads = await self._db.read(
             self._claim_rows,
             [(host_id, take, frozenset(claimed.get(host_id, ()))) for host_id, take in plan],
             now,
         )
-        seq = self._seq
-        for entry in entries:
-            claimed.setdefault(self._host_ids[entry.host], set()).add(entry.fp)
+        entries = []
+        for entry in read:
+            host_id = self._host_ids[entry.host]
+            if entry.depth > coming.get(entry.host, entry.depth):  # left waiting: a shallower URL comes first
+                head = heads[host_id]
+                heads[host_id] = entry.depth if head is None else min(head, entry.depth)
+                continue
+            entries.append(entry)
+            claimed.setdefault(host_id, set()).add(entry.fp)
             self._unrecorded.append((seq, now, entry.fp))
         for host_id, head in heads.items():
+            raised = hosts.heads.get(host_id)
+            if raised is not None and self._raised_at.get(host_id, 0) > raises:  # a commit came in meanwhile
+                head = raised if head is None else min(head, raised)
             hosts.set_head(host_id, head)
         got = Counter(entry.host for entry in entries)
         started = time.monotonic()  # the requests start now, not when the claim began
@@ -302,15 +355,13 @@ class SqliteFrontier:
         entries: list[Entry] = []
         heads: dict[int, int | None] = {}
         for host_id, take, claimed in plan:
-            rows = [
-                row
-                for row in conn.execute(
-                    f"SELECT {ENTRY} FROM urls "
-                    f"WHERE host_id = ? AND state = 0 AND not_before <= ? ORDER BY {_ORDER} LIMIT ?",
-                    (host_id, now, take + 1 + len(claimed)),
-                )
-                if row[1] not in claimed
-            ]
+            # The URLs handed out are skipped in SQLite: reading them into Python to skip them there cost a
+            # fast crawl 3 ms a claim, as hundreds wait for the commit that records them.
+            rows = conn.execute(
+                f"SELECT {ENTRY} FROM urls WHERE host_id = ? AND state = 0 AND not_before <= ? "
+                f"AND fp NOT IN (SELECT value FROM json_each(?)) ORDER BY {_ORDER} LIMIT ?",
+                (host_id, now, json.dumps(list(claimed)), take + 1),
+            ).fetchall()
             heads[host_id] = rows[take][2] if len(rows) > take else None
             host = self._host_names[host_id]
             entries.extend(entry_of(host, row) for row in rows[:take])
@@ -352,13 +403,13 @@ class SqliteFrontier:
     async def complete(
         self, batch: Sequence[Completion], checkpoint: Mapping[str, int], site_files: Sequence[Resource] = ()
     ) -> None:
-        self._seq += 1
         fresh = self._seen.fresh(child for item in batch for child in item.children)
         claims, self._unrecorded = self._unrecorded, []
-        changed = await self._db.run(
-            self._complete_rows, batch, fresh, claims, checkpoint, site_files, self._seq, time.time()
-        )
-        self._raise_heads(changed)
+        with self._write(fresh) as seq:
+            changed = await self._db.run(
+                self._complete_rows, batch, fresh, claims, checkpoint, site_files, seq, time.time()
+            )
+            self._raise_heads(changed)
         for item in batch:
             self._claimed[self._host_ids[item.entry.host]].discard(item.entry.fp)
             if item.verdict == "retry":
@@ -408,7 +459,7 @@ class SqliteFrontier:
     # -- state ------------------------------------------------------------------------------------
 
     async def counts(self) -> FrontierCounts:
-        counts = await self._db.run(self._count_rows)
+        counts = await self._db.read(self._count_rows)
         unrecorded = len(self._unrecorded)  # handed out, still waiting in the database
         counts.waiting -= unrecorded
         counts.running += unrecorded

@@ -1,9 +1,11 @@
 """The crawl directory: its lock, and its SQLite database driven from one writer thread.
 
-SQLite calls block, so the crawl never makes them on the event loop: every call goes through
+SQLite calls block, so the crawl never makes them on the event loop: every write goes through
 `Database.run`, which executes it on a single dedicated thread (one connection, so no locking between
-our own writers, and calls run in the order they were made). Readers in other processes (status,
-export, the dashboard) open their own read-only connections; WAL lets them read while the crawl writes.
+our own writers, and calls run in the order they were made). Reads that must not wait behind a batch's
+transaction or the search index's catch-up (a claim of the next URLs to fetch) go through `Database.read`,
+on a second thread with a read-only connection: WAL lets it read the last commit while the writer works.
+Readers in other processes (status, export, the dashboard) open their own read-only connections.
 """
 
 from __future__ import annotations
@@ -123,15 +125,17 @@ def migrate(conn: sqlite3.Connection) -> None:
 
 
 class Database:
-    """The crawl database, used only from its own writer thread."""
+    """The crawl database, written only from its own writer thread and read beside it from a reader thread."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webtrawl-db")
         self._conn: sqlite3.Connection | None = None
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webtrawl-db-read")
+        self._read_conn: sqlite3.Connection | None = None
 
     async def open(self) -> Database:
-        self._conn = await self._submit(connect, self.path)
+        self._conn = await self._submit(self._executor, connect, self.path)
         return self
 
     async def run(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -139,12 +143,21 @@ class Database:
         conn = self._conn
         if conn is None:
             raise StoreError("the crawl database is closed")
-        return await self._submit(fn, conn, *args, **kwargs)
+        return await self._submit(self._executor, fn, conn, *args, **kwargs)
 
-    async def _submit(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
+    async def read(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run the read-only `fn(conn, *args)` on the reader thread: it sees the last committed transaction,
+        not one the writer thread is in, and does not wait for it."""
+        if self._conn is None:
+            raise StoreError("the crawl database is closed")
+        if self._read_conn is None:
+            self._read_conn = await self._submit(self._reader, _connect_reader, self.path)
+        return await self._submit(self._reader, fn, self._read_conn, *args, **kwargs)
+
+    async def _submit(self, executor: ThreadPoolExecutor, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+            return await loop.run_in_executor(executor, lambda: fn(*args, **kwargs))
         except sqlite3.OperationalError as exc:
             if "full" in str(exc):
                 raise StoreError(
@@ -153,10 +166,21 @@ class Database:
             raise StoreError(f"crawl database error: {exc}") from exc
 
     async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._read_conn is not None:  # first: a reader would keep the checkpoint from truncating the WAL
+            read_conn, self._read_conn = self._read_conn, None
+            await loop.run_in_executor(self._reader, read_conn.close)
+        self._reader.shutdown(wait=True)
         if self._conn is not None:
             conn, self._conn = self._conn, None
-            await asyncio.get_running_loop().run_in_executor(self._executor, _close, conn)
+            await loop.run_in_executor(self._executor, _close, conn)
         self._executor.shutdown(wait=True)
+
+
+def _connect_reader(path: Path) -> sqlite3.Connection:
+    conn = connect(path, readonly=True)
+    conn.execute("PRAGMA cache_size = -8192")  # KiB: it reads the waiting URLs' index, which stays small
+    return conn
 
 
 def _close(conn: sqlite3.Connection) -> None:
