@@ -202,6 +202,39 @@ async def test_per_host_smaller_depth_first(backend) -> None:
         assert order == ["d1", "d1b", "d2", "d3"]
 
 
+async def test_a_url_found_shallower_after_earlier_claims_goes_before_the_deeper_ones(backend) -> None:
+    """Claims may read a host's next URLs ahead of handing them out; a URL that arrives at a smaller depth
+    (new, or a waiting one found closer), or at the same depth as the waiting ones, still takes its place
+    in the order, and every URL is handed out once."""
+    ctx, _ = backend(per_host=1)
+    async with ctx as (frontier, _reopen):
+        await frontier.add([url(f"/d3-{i}", depth=3) for i in range(40)])
+        order = []
+
+        async def take_one() -> None:
+            [entry] = await frontier.claim(10)
+            order.append(entry.url.rsplit("/", 1)[1])
+            await frontier.complete([done(entry)], {})
+            backend_release(frontier, entry)
+
+        await take_one()
+        await frontier.add([url("/d2", depth=2)])
+        await take_one()
+        await frontier.add([url("/d3-39", depth=1)])  # waiting at depth 3, found at depth 1
+        await take_one()
+        await take_one()
+        [entry] = await frontier.claim(10)  # its link arrives behind the URLs of its depth
+        order.append(entry.url.rsplit("/", 1)[1])
+        await frontier.complete([done(entry, url("/d3-new", depth=3))], {})
+        backend_release(frontier, entry)
+        while len(order) < 42:
+            await take_one()
+        assert order[:4] == ["d3-0", "d2", "d3-39", "d3-1"]
+        assert order[-1] == "d3-new"
+        assert sorted(order) == sorted([f"d3-{i}" for i in range(40)] + ["d2", "d3-new"])
+        assert await frontier.claim(10) == []
+
+
 def backend_release(frontier: Frontier, entry: Entry) -> None:
     frontier._politeness.release(entry.host)  # type: ignore[attr-defined]
 

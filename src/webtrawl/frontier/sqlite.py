@@ -37,10 +37,12 @@ from ..parse.simhash import NEAR_DISTANCE
 from ..politeness import Politeness
 from ..store.batches import Completed, record_batch, record_drops, record_site_files
 from ..store.db import Database, transaction
-from ..store.schedule import ENTRY, entry_of, requeue_due
+from ..store.schedule import requeue_due
+from .ahead import ReadAhead
 from .budgets import Budgets
 from .hosts import HostQueue
 from .importance import SEED_CASH, shares
+from .reads import claim_rows, count_rows, heads_of
 from .seen import SeenCache
 
 Row = tuple[Any, ...]
@@ -49,9 +51,6 @@ _KNOWN_CHUNK = 500
 """Fingerprints looked up in one `IN (…)` query."""
 
 
-_ORDER = "depth, priority DESC, id"
-"""The hand-out order of a host's waiting URLs (index `urls_waiting`): by depth, then importance (always 0
-unless the crawl orders by importance), then arrival."""
 _DEEPEST = 1 << 62
 """Deeper than any URL."""
 _CASH = "UPDATE urls SET priority = priority + ? WHERE crawl_id = ? AND fp = ? AND state = 0"
@@ -91,6 +90,7 @@ class SqliteFrontier:
         self._writing: dict[int, dict[str, int]] = {}
         """Per write in flight (by its seq), the smallest depth of the URLs it brings to each host."""
         self._raises = 0
+        self._ahead = ReadAhead(enabled=not importance)  # the importance order changes with every batch
         self._raised_at: dict[int, int] = {}
         """Per host id, the number of the last `_raise_heads` call that raised it."""
         self.revisited = 0
@@ -276,10 +276,11 @@ class SqliteFrontier:
 
     def _raise_heads(self, changed: Iterable[Row]) -> None:
         self._raises += 1
-        raise_head, raised_at, number = self._hosts.raise_head, self._raised_at, self._raises
+        raise_head, raised_at, number, ahead = self._hosts.raise_head, self._raised_at, self._raises, self._ahead
         for host_id, depth in changed:
             raise_head(host_id, depth)
             raised_at[host_id] = number
+            ahead.raised(host_id, depth)
 
     # -- claiming ---------------------------------------------------------------------------------
 
@@ -288,17 +289,17 @@ class SqliteFrontier:
         if self._retry_at:
             await self._wake_retries(now)
         self._wake_ready()
-        politeness, names, hosts = self._politeness, self._host_names, self._hosts
+        politeness, names, hosts, ahead = self._politeness, self._host_names, self._hosts, self._ahead
         if n <= 0:
             return []
-        coming: dict[str, int] = {}  # URLs the claim's reading may not see, by host: their smallest depth
-        for shallowest in self._writing.values():
-            for host, depth in shallowest.items():
-                coming[host] = min(depth, coming.get(host, depth))
-        plan = []
+        coming = self._coming()
+        entries: list[Entry] = []
+        served: list[tuple[int, int]] = []  # hosts and the slots reserved for them
+        plan: list[tuple[int, int]] = []  # those of them the database is read for
         for host_id in hosts.candidates(mono):
             host = names[host_id]
-            if coming.get(host, _DEEPEST) < hosts.heads[host_id]:
+            deepest = coming.get(host, _DEEPEST)
+            if deepest < hosts.heads[host_id]:
                 hosts.park(host_id, None)  # until that write ends: its URLs come first
                 continue
             take = min(politeness.free_slots(host, mono), n)
@@ -308,64 +309,68 @@ class SqliteFrontier:
             for _ in range(take):  # reserved at once: the next host may share this one's address
                 politeness.reserve(host, mono)
             hosts.served(host_id)
-            plan.append((host_id, take))
+            served.append((host_id, take))
             n -= take
+            buffered = ahead.take(host_id, take, deepest)
+            if buffered is None:
+                plan.append((host_id, take))
+            else:
+                entries.extend(buffered)
+                if (head := ahead.head(host_id)) is not None:
+                    hosts.set_head(host_id, head)
             if n == 0:
                 break
-        if not plan:
+        if not served:
             return []
-        self._seq += 1
-        claimed, raises, seq = self._claimed, self._raises, self._seq
-        read, heads = await self._db.read(
-            self._claim_rows,
-            [(host_id, take, frozenset(claimed.get(host_id, ()))) for host_id, take in plan],
-            now,
-        )
-        entries = []
-        for entry in read:
-            host_id = self._host_ids[entry.host]
-            if entry.depth > coming.get(entry.host, entry.depth):  # left waiting: a shallower URL comes first
-                head = heads[host_id]
-                heads[host_id] = entry.depth if head is None else min(head, entry.depth)
-                continue
-            entries.append(entry)
-            claimed.setdefault(host_id, set()).add(entry.fp)
+        self._seq += 1  # before the read: writes that start during it come after this claim
+        claimed, seq = self._claimed, self._seq
+        if plan:
+            entries.extend(await self._read_claims(plan, now, coming))
+        for entry in entries:
+            claimed.setdefault(self._host_ids[entry.host], set()).add(entry.fp)
             self._unrecorded.append((seq, now, entry.fp))
-        for host_id, head in heads.items():
-            raised = hosts.heads.get(host_id)
-            if raised is not None and self._raised_at.get(host_id, 0) > raises:  # a commit came in meanwhile
-                head = raised if head is None else min(head, raised)
-            hosts.set_head(host_id, head)
         got = Counter(entry.host for entry in entries)
         started = time.monotonic()  # the requests start now, not when the claim began
-        for host_id, take in plan:
+        for host_id, take in served:
             politeness.claimed(names[host_id], take, got[names[host_id]], started)
         self._running += len(entries)
         return entries
 
-    def _claim_rows(
-        self, conn: sqlite3.Connection, plan: list[tuple[int, int, frozenset[int]]], now: float
-    ) -> tuple[list[Entry], dict[int, int | None]]:
-        """Read each host's first waiting URLs, skipping those handed out already; no write happens here.
+    def _coming(self) -> dict[str, int]:
+        """Per host, the smallest depth of the URLs writes in flight bring: a claim's reading may lack them."""
+        coming: dict[str, int] = {}
+        for shallowest in self._writing.values():
+            for host, depth in shallowest.items():
+                coming[host] = min(depth, coming.get(host, depth))
+        return coming
 
-        The hand-out is recorded (state running, `claim_seq`) in the next completion's transaction: a
-        claim costs one indexed read instead of a transaction of its own, and a crash loses nothing,
-        since URLs left running go back to waiting anyway.
-        """
+    async def _read_claims(self, plan: list[tuple[int, int]], now: float, coming: dict[str, int]) -> list[Entry]:
+        """Hand out the planned hosts' first waiting URLs from the database; keep what was read past them."""
+        hosts, ahead, claimed, raises = self._hosts, self._ahead, self._claimed, self._raises
+        extra = ahead.extra()
+        read = await self._db.read(
+            claim_rows,
+            [(host_id, take + max(extra, 1), frozenset(claimed.get(host_id, ()))) for host_id, take in plan],
+            self._host_names,
+            now,
+        )
         entries: list[Entry] = []
-        heads: dict[int, int | None] = {}
-        for host_id, take, claimed in plan:
-            # The URLs handed out are skipped in SQLite: reading them into Python to skip them there cost a
-            # fast crawl 3 ms a claim, as hundreds wait for the commit that records them.
-            rows = conn.execute(
-                f"SELECT {ENTRY} FROM urls WHERE host_id = ? AND state = 0 AND not_before <= ? "
-                f"AND fp NOT IN (SELECT value FROM json_each(?)) ORDER BY {_ORDER} LIMIT ?",
-                (host_id, now, json.dumps(list(claimed)), take + 1),
-            ).fetchall()
-            heads[host_id] = rows[take][2] if len(rows) > take else None
-            host = self._host_names[host_id]
-            entries.extend(entry_of(host, row) for row in rows[:take])
-        return entries, heads
+        for host_id, take in plan:
+            rows = read[host_id]
+            deepest = coming.get(self._host_names[host_id], _DEEPEST)
+            handed = 0
+            while handed < min(take, len(rows)) and rows[handed].depth <= deepest:
+                handed += 1
+            entries.extend(rows[:handed])
+            rest = rows[handed:]
+            head = rest[0].depth if rest else None
+            raised = hosts.heads.get(host_id)
+            if raised is not None and self._raised_at.get(host_id, 0) > raises:  # a commit came in meanwhile
+                head = raised if head is None else min(head, raised)
+                rest = []
+            ahead.keep(host_id, rest[:extra])
+            hosts.set_head(host_id, head)
+        return entries
 
     async def _wake_retries(self, now: float) -> None:
         due = [host_id for host_id, at in self._retry_at.items() if at <= now]
@@ -373,25 +378,10 @@ class SqliteFrontier:
             return
         for host_id in due:
             del self._retry_at[host_id]
-        heads, later = await self._db.run(self._heads_of, due, now)
+        heads, later = await self._db.run(heads_of, due, now)
         self._raise_heads(heads)
         for host_id, at in later:
             self._retry_later(host_id, at)
-
-    def _heads_of(self, conn: sqlite3.Connection, host_ids: list[int], now: float) -> tuple[list[Row], list[Row]]:
-        """For each host: its head among fetchable URLs, and when its next retry is due."""
-        heads: list[Row] = []
-        later: list[Row] = []
-        for host_id in host_ids:
-            for depth, not_before in conn.execute(
-                "SELECT MIN(depth), MIN(not_before) FROM urls WHERE host_id = ? AND state = 0 GROUP BY not_before <= ?",
-                (host_id, now),
-            ):
-                if not_before <= now:
-                    heads.append((host_id, depth))
-                else:
-                    later.append((host_id, not_before))
-        return heads, later
 
     def _retry_later(self, host_id: int, at: float) -> None:
         current = self._retry_at.get(host_id)
@@ -459,24 +449,10 @@ class SqliteFrontier:
     # -- state ------------------------------------------------------------------------------------
 
     async def counts(self) -> FrontierCounts:
-        counts = await self._db.read(self._count_rows)
+        counts = await self._db.read(count_rows, self._crawl)
         unrecorded = len(self._unrecorded)  # handed out, still waiting in the database
         counts.waiting -= unrecorded
         counts.running += unrecorded
-        return counts
-
-    def _count_rows(self, conn: sqlite3.Connection) -> FrontierCounts:
-        counts = FrontierCounts()
-        for state, count in conn.execute(
-            "SELECT state, COUNT(*) FROM urls WHERE crawl_id = ? GROUP BY state", (self._crawl,)
-        ):
-            setattr(counts, State(state).name.lower(), count)
-        counts.waiting_by_depth = dict(
-            conn.execute(
-                "SELECT depth, COUNT(*) FROM urls WHERE crawl_id = ? AND state = 0 GROUP BY depth ORDER BY depth",
-                (self._crawl,),
-            ).fetchall()
-        )
         return counts
 
     def done_count(self) -> int:
