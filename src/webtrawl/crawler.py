@@ -39,7 +39,7 @@ from .media.sniffed import Sniffs
 from .models import Entry, FetchOutcome, FrontierCounts
 from .pages import PageHandler
 from .politeness import Politeness
-from .results import Result, SiteFiles
+from .results import Archived, Result, SiteFiles
 from .scope import Scope, SharedHosts
 from .sitemaps import Sitemaps
 from .stats import CrawlReport, Stats
@@ -57,6 +57,9 @@ T = TypeVar("T")
 
 INDEX_EVERY = 5.0
 """Seconds at most between two catch-ups of the search index (see `store.index.index_text`)."""
+UNCOMMITTED = 512
+"""URLs handed out and not yet committed, at most: fetched pages wait for the database in memory (their
+text and links), and a database busy with the search index must slow the fetching, not grow the crawl."""
 STOP_GRACE = 5.0
 """Seconds in-flight fetches may take to finish after a stop was asked for."""
 LIVE_EVERY = 1.0
@@ -228,8 +231,10 @@ class Crawler:
         fetches: set[asyncio.Task[None]] = set()
         deadline = None if config.max_time is None else time.monotonic() + config.max_time
         outcome = "finished"
+        queueing = 0  # results waiting for room in the queue: they hold their slot, so memory stays bounded
 
         async def handle(entry: Entry) -> None:
+            nonlocal queueing
             collecting = entry.kind == "media"
             try:
                 result = await (media if collecting else handler).handle(entry)
@@ -238,8 +243,12 @@ class Crawler:
                     self.stats.media_tasks -= 1
                 else:
                     self.stats.fetching -= 1
+                queueing += 1
+            try:
+                await results.put(result)
+            finally:
+                queueing -= 1
                 self._wake.set()
-            await results.put(result)
 
         sitemaps = (
             Sitemaps(
@@ -269,7 +278,7 @@ class Crawler:
                 robots_pending.discard(host)
                 self._wake.set()
 
-        archived: asyncio.Queue[tuple[list[Result], dict[str, int]] | None] = asyncio.Queue(maxsize=2)
+        archived: asyncio.Queue[Archived | None] = asyncio.Queue(maxsize=1)
         ended = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as tg:
@@ -286,7 +295,8 @@ class Crawler:
                             break
                         # Media tasks have slots of their own; only those waiting for one take page slots, so
                         # the frontier does not hand out more of them than the crawl can start.
-                        budget = config.concurrency - self.stats.fetching
+                        budget = config.concurrency - self.stats.fetching - queueing
+                        budget = min(budget, max(UNCOMMITTED, config.concurrency) - frontier.running)
                         budget -= max(0, self.stats.media_tasks - config.media.concurrency)
                         if config.max_pages is not None:
                             budget = min(budget, config.max_pages - frontier.done_count() - frontier.running)
@@ -352,14 +362,14 @@ class Crawler:
     async def _archive_loop(
         self,
         results: asyncio.Queue[Result | None],
-        archived: asyncio.Queue[tuple[list[Result], dict[str, int]] | None],
+        archived: asyncio.Queue[Archived | None],
         warc: WarcWriter,
         mirror: Mirror | None,
     ) -> None:
         """Stage one of the commit: append each batch's records to the archive and flush them."""
         async for batch in batches(results, self._starved):
             checkpoint = await self._on_archive_thread(archive, batch, warc, mirror)
-            await archived.put((batch, checkpoint))
+            await archived.put(Archived.of(batch, checkpoint))
         await archived.put(None)
 
     def _keep_site_file(self, outcome: FetchOutcome) -> None:
@@ -380,7 +390,7 @@ class Crawler:
     async def _commit_loop(
         self,
         frontier: Frontier,
-        archived: asyncio.Queue[tuple[list[Result], dict[str, int]] | None],
+        archived: asyncio.Queue[Archived | None],
         db: Database,
     ) -> None:
         """Stage two: one database transaction per archived batch, in archive order.
@@ -389,12 +399,10 @@ class Crawler:
         the committed end, which the next run cuts off. The search index follows in chunks.
         """
         unindexed, indexed_at, wal_after_try = 0, time.monotonic(), 0
-        while (item := await archived.get()) is not None:
-            batch, checkpoint = item
+        while (batch := await archived.get()) is not None:
             crash_point("before-commit")
-            pages = [result.completion for result in batch if not isinstance(result, SiteFiles)]
-            site_files = [file for result in batch if isinstance(result, SiteFiles) for file in result.archived]
-            await frontier.complete(pages, checkpoint, site_files)
+            pages = batch.pages
+            await frontier.complete(pages, batch.checkpoint, batch.site_files)
             crash_point("after-commit")
             self._wake.set()
             unindexed += sum(completion.capture is not None for completion in pages)

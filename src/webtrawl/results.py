@@ -37,7 +37,24 @@ class SiteFiles:
 
 
 Result = PageResult | SiteFiles
-"""What the archiver and the committer take, a batch at a time."""
+"""What the archiver takes, a batch at a time."""
+
+
+@dataclass(slots=True)
+class Archived:
+    """A batch as the archive thread left it for the committer: what the commit writes, and no body, so a
+    batch waiting for the database holds its pages' findings but not their bytes."""
+
+    pages: list[Completion]
+    site_files: list[Resource]
+    checkpoint: dict[str, int]
+    """Each WARC file's end after the batch's records."""
+
+    @classmethod
+    def of(cls, batch: list[Result], checkpoint: dict[str, int]) -> Archived:
+        pages = [result.completion for result in batch if isinstance(result, PageResult)]
+        site_files = [file for result in batch if isinstance(result, SiteFiles) for file in result.archived]
+        return cls(pages, site_files, checkpoint)
 
 
 def retry_or_fail(fetch: FetchConfig, entry: Entry, reason: str, retry_after: float | None = None) -> Completion:
