@@ -45,7 +45,7 @@ from .sitemaps import Sitemaps
 from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs
 from .store.db import Database
-from .store.index import INDEX_CHUNK, index_text
+from .store.index import INDEX_CHUNK, INDEX_EVERY, index_text
 from .store.live import clear_control, publish, snapshot, truncate_wal, wal_size
 from .store.mirror import Mirror
 from .store.opened import OpenedCrawl, open_crawl_directory, outcome_counts
@@ -55,8 +55,6 @@ from .store.warc import WarcWriter
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-INDEX_EVERY = 5.0
-"""Seconds at most between two catch-ups of the search index (see `store.index.index_text`)."""
 UNCOMMITTED = 512
 """URLs handed out and not yet committed, at most: fetched pages wait for the database in memory (their
 text and links), and a database busy with the search index must slow the fetching, not grow the crawl."""

@@ -111,7 +111,10 @@ def rendered_counts(conn: sqlite3.Connection, crawl_id: int) -> tuple[int, int]:
 
 
 INDEX_CHUNK = 2000
-"""Captures indexed for search in one statement."""
+"""Captures indexed for search in one statement: the index waits for this many (FTS5 adds a chunk at a
+fraction of the cost of many small ones, and a catch-up holds the crawl's one writer)."""
+INDEX_EVERY = 5.0
+"""Seconds at most between two catch-ups of the search index while captures come in."""
 
 
 def unindexed(conn: sqlite3.Connection) -> int:
