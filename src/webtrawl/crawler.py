@@ -241,7 +241,8 @@ class Crawler:
                     self.stats.media_tasks -= 1
                 else:
                     self.stats.fetching -= 1
-                queueing += 1
+                self._wake.set()
+            queueing += 1
             try:
                 await results.put(result)
             finally:
