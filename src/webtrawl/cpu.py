@@ -2,11 +2,11 @@
 
 Most stages own a thread, whose CPU clock the kernel keeps at no cost to the crawl: the archive thread
 (WARC, mirror), the database's writer and reader threads (the frontier's batches and claims, and the search
-index, timed apart). Parsing
-(decoding included) and hashing (SimHash; the payload digest of a re-fetch) are timed where they run
-(`Stats.cpu`): on the event loop's thread, or in the parse worker process, which reports its own clock. What
-else the loop does is fetching (aiohttp, the scheduler, judging a page), and what no named thread did (DNS
-resolution threads, the parse worker's pickling and pipe, the browser's driver) is `other`.
+index, timed apart). Parsing (decoding included) and hashing (SimHash; the payload digest of a re-fetch) are
+timed where they run (`Stats.cpu`): on the event loop's thread, or in the parse worker process, which
+reports its own clock. What else the loop does is fetching (aiohttp, the scheduler, judging a page), and what
+no named thread did (DNS resolution threads, the parse worker's pickling and pipe, the browser's driver) is
+`other`.
 """
 
 from __future__ import annotations

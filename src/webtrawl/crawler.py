@@ -45,7 +45,7 @@ from .sitemaps import Sitemaps
 from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs
 from .store.db import Database
-from .store.index import INDEX_CHUNK, INDEX_EVERY, index_text
+from .store.index import IndexPace, index_text
 from .store.live import clear_control, publish, snapshot, truncate_wal, wal_size
 from .store.mirror import Mirror
 from .store.opened import OpenedCrawl, open_crawl_directory, outcome_counts
@@ -397,17 +397,16 @@ class Crawler:
         It overlaps with stage one writing the next batch; a crash between the two leaves records past
         the committed end, which the next run cuts off. The search index follows in chunks.
         """
-        unindexed, indexed_at, wal_after_try = 0, time.monotonic(), 0
+        pace, wal_after_try = IndexPace(), 0
         while (batch := await archived.get()) is not None:
             crash_point("before-commit")
-            pages = batch.pages
-            await frontier.complete(pages, batch.checkpoint, batch.site_files)
+            await frontier.complete(batch.pages, batch.checkpoint, batch.site_files)
             crash_point("after-commit")
             self._wake.set()
-            unindexed += sum(completion.capture is not None for completion in pages)
-            if unindexed >= INDEX_CHUNK or (unindexed and time.monotonic() - indexed_at >= INDEX_EVERY):
+            pace.added(sum(completion.capture is not None for completion in batch.pages))
+            if pace.due():
                 await db.run(self._index_text)
-                unindexed, indexed_at = 0, time.monotonic()
+                pace.caught_up()
             # Checked by the writer, so a fast crawl cannot outgrow it. A try that readers keep from truncating
             # (an export holds one for long) costs `CHECKPOINT_WAIT`: the next waits for another WAL_LIMIT.
             if wal_size(db.path) > max(WAL_LIMIT, wal_after_try + WAL_LIMIT):

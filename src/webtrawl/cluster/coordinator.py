@@ -38,7 +38,7 @@ from ..errors import ConfigError
 from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import differences
 from ..store.db import Database
-from ..store.index import INDEX_CHUNK, INDEX_EVERY, index_text
+from ..store.index import INDEX_CHUNK, IndexPace, index_text
 from ..store.ingest import ingest, ingest_drops, ingest_site_files
 from ..urls import NORMALIZATION_VERSION
 from .events import Event, LeaseHeld
@@ -231,8 +231,7 @@ class Gatherer:
         self._consumer = consumer
         self.ingested = 0
         self._first_round = True
-        self._unindexed = 0
-        self._indexed_at = time.monotonic()
+        self._index = IndexPace()
 
     async def round(self) -> int:
         """Read, apply and acknowledge what every partition has; returns how many entries were applied."""
@@ -255,15 +254,13 @@ class Gatherer:
                     applied += await self._apply(p, stream, entries)
         self._first_round = False
         self.ingested += applied
-        self._unindexed += applied
-        # As the embedded crawl does, in chunks; and all of it once the streams are drained, so the index
-        # is whole whenever the coordinator finds nothing to read (at the end of a crawl, for one).
-        if self._unindexed >= INDEX_CHUNK or (
-            self._unindexed and (not applied or time.monotonic() - self._indexed_at >= INDEX_EVERY)
-        ):
+        self._index.added(applied)
+        # All of it once the streams are drained, so the index is whole whenever the coordinator finds nothing
+        # to read (at the end of a crawl, for one).
+        if self._index.due(drained=not applied):
             while await self._db.run(index_text) >= INDEX_CHUNK:
                 pass
-            self._unindexed, self._indexed_at = 0, time.monotonic()
+            self._index.caught_up()
         return applied
 
     async def _read_again(self, stream: str) -> None:

@@ -17,9 +17,9 @@ A claim reads on the database's reader thread (`Database.read`), so the next URL
 writer commits a batch or catches up the search index; a claim that waited behind those left the fetch
 slots idle. Its reading is the last commit's, so three things make up for what it cannot see: URLs handed
 out since are skipped by fingerprint (`_claimed`); a URL deeper than one a write in flight brings to its
-host is not handed out (`_writing`), which keeps breadth-first order as if the claim had waited; and a host
-whose head a commit raised while the claim read keeps the lower of the two heads (`_raised_at`), so a claim
-that read before new URLs arrived never marks their host empty.
+host is not handed out (`_writing`, looked up per candidate host), which keeps breadth-first order as if the
+claim had waited; and a host whose head a commit raised while the claim read keeps the lower of the two
+heads (`_raised_at`), so a claim that read before new URLs arrived never marks their host empty.
 """
 
 from __future__ import annotations
@@ -292,13 +292,13 @@ class SqliteFrontier:
         politeness, names, hosts, ahead = self._politeness, self._host_names, self._hosts, self._ahead
         if n <= 0:
             return []
-        coming = self._coming()
+        writing = list(self._writing.values())  # the writes this claim's reading may not see
         entries: list[Entry] = []
         served: list[tuple[int, int]] = []  # hosts and the slots reserved for them
         plan: list[tuple[int, int]] = []  # those of them the database is read for
         for host_id in hosts.candidates(mono):
             host = names[host_id]
-            deepest = coming.get(host, _DEEPEST)
+            deepest = _shallowest(writing, host)
             if deepest < hosts.heads[host_id]:
                 hosts.park(host_id, None)  # until that write ends: its URLs come first
                 continue
@@ -325,7 +325,7 @@ class SqliteFrontier:
         self._seq += 1  # before the read: writes that start during it come after this claim
         claimed, seq = self._claimed, self._seq
         if plan:
-            entries.extend(await self._read_claims(plan, now, coming))
+            entries.extend(await self._read_claims(plan, now, writing))
         for entry in entries:
             claimed.setdefault(self._host_ids[entry.host], set()).add(entry.fp)
             self._unrecorded.append((seq, now, entry.fp))
@@ -336,16 +336,9 @@ class SqliteFrontier:
         self._running += len(entries)
         return entries
 
-    def _coming(self) -> dict[str, int]:
-        """Per host, the smallest depth of the URLs writes in flight bring: a claim's reading may lack them."""
-        coming: dict[str, int] = {}
-        for shallowest in self._writing.values():
-            for host, depth in shallowest.items():
-                coming[host] = min(depth, coming.get(host, depth))
-        return coming
-
-    async def _read_claims(self, plan: list[tuple[int, int]], now: float, coming: dict[str, int]) -> list[Entry]:
-        """Hand out the planned hosts' first waiting URLs from the database; keep what was read past them."""
+    async def _read_claims(self, plan: list[tuple[int, int]], now: float, writing: list[dict[str, int]]) -> list[Entry]:
+        """Hand out the planned hosts' first waiting URLs from the database, none deeper than what the writes
+        in flight bring to their host; keep what was read past them."""
         hosts, ahead, claimed, raises = self._hosts, self._ahead, self._claimed, self._raises
         extra = ahead.extra()
         read = await self._db.read(
@@ -357,7 +350,7 @@ class SqliteFrontier:
         entries: list[Entry] = []
         for host_id, take in plan:
             rows = read[host_id]
-            deepest = coming.get(self._host_names[host_id], _DEEPEST)
+            deepest = _shallowest(writing, self._host_names[host_id])
             handed = 0
             while handed < min(take, len(rows)) and rows[handed].depth <= deepest:
                 handed += 1
@@ -482,6 +475,11 @@ class SqliteFrontier:
     def _release_running(self, conn: sqlite3.Connection) -> None:
         with transaction(conn):
             conn.execute("UPDATE urls SET state = 0 WHERE crawl_id = ? AND state = 1", (self._crawl,))
+
+
+def _shallowest(writing: list[dict[str, int]], host: str) -> int:
+    """The smallest depth the writes in flight bring to `host` (`_DEEPEST` when none brings it any URL)."""
+    return min((shallowest.get(host, _DEEPEST) for shallowest in writing), default=_DEEPEST)
 
 
 _STATE = {"done": State.DONE, "failed": State.FAILED, "retry": State.WAITING}

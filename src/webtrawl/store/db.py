@@ -135,7 +135,8 @@ class Database:
         self._read_conn: sqlite3.Connection | None = None
 
     async def open(self) -> Database:
-        self._conn = await self._submit(self._executor, connect, self.path)
+        self._conn = await self._submit(self._executor, connect, self.path)  # first: it creates and migrates
+        self._read_conn = await self._submit(self._reader, _connect_reader, self.path)
         return self
 
     async def run(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -148,11 +149,10 @@ class Database:
     async def read(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run the read-only `fn(conn, *args)` on the reader thread: it sees the last committed transaction,
         not one the writer thread is in, and does not wait for it."""
-        if self._conn is None:
+        conn = self._read_conn
+        if conn is None:
             raise StoreError("the crawl database is closed")
-        if self._read_conn is None:
-            self._read_conn = await self._submit(self._reader, _connect_reader, self.path)
-        return await self._submit(self._reader, fn, self._read_conn, *args, **kwargs)
+        return await self._submit(self._reader, fn, conn, *args, **kwargs)
 
     async def _submit(self, executor: ThreadPoolExecutor, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         loop = asyncio.get_running_loop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -115,6 +116,27 @@ INDEX_CHUNK = 2000
 fraction of the cost of many small ones, and a catch-up holds the crawl's one writer)."""
 INDEX_EVERY = 5.0
 """Seconds at most between two catch-ups of the search index while captures come in."""
+
+
+class IndexPace:
+    """When the search index catches up with the captures written, for the embedded crawl's committer and the
+    coordinator's gatherer alike: once `INDEX_CHUNK` wait, or `INDEX_EVERY` seconds after the last catch-up,
+    or, when the caller says its input is drained, as soon as any wait."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+        self._since = time.monotonic()
+
+    def added(self, captures: int) -> None:
+        self.waiting += captures
+
+    def due(self, *, drained: bool = False) -> bool:
+        if self.waiting >= INDEX_CHUNK:
+            return True
+        return self.waiting > 0 and (drained or time.monotonic() - self._since >= INDEX_EVERY)
+
+    def caught_up(self) -> None:
+        self.waiting, self._since = 0, time.monotonic()
 
 
 def unindexed(conn: sqlite3.Connection) -> int:
