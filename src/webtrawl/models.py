@@ -111,6 +111,11 @@ class Link:
     url: str
     kind: LinkKind = "link"
 
+    def __reduce__(self) -> tuple[type[Link], tuple[str, LinkKind]]:
+        # A page's links cross from the parse worker as a pickle. A frozen slotted dataclass unpickles
+        # through dataclasses' `__setstate__`, which calls `fields()` per object: 6× the constructor.
+        return Link, (self.url, self.kind)
+
 
 @dataclass(frozen=True, slots=True)
 class MediaRef:
@@ -122,6 +127,9 @@ class MediaRef:
     found_by: str
     """Where on the page it was found: "link", "audio", "video", "source", "track", "og", "json-ld", "script",
     or "playlist" (listed in a fetched playlist)."""
+
+    def __reduce__(self) -> tuple[type[MediaRef], tuple[str, MediaKind, str]]:
+        return MediaRef, (self.url, self.kind, self.found_by)  # as `Link.__reduce__`
 
 
 @dataclass(slots=True, kw_only=True)
