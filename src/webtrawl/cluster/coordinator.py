@@ -4,7 +4,7 @@ One coordinator runs per crawl at a time (a lease key renewed every 2 s; a secon
 - records the crawl's settings and layout in Redis when it creates the crawl, and checks them when it
   rejoins, so every node crawls with the same scope and politeness;
 - reads every partition's result stream through a consumer group and writes the results into its own
-  `DIR/crawl.db` (`store.ingest`), then acknowledges and deletes them: entries it had read but not
+  `DIR/crawl.db` (`store.ingest`), then deletes and acknowledges them: entries it had read but not
   committed when it died are read again, and applying one twice changes nothing;
 - declares the crawl finished when two scans a grace period apart both see nothing waiting or running
   in any partition and an unchanged activity counter (children are added before their page completes,
@@ -39,7 +39,7 @@ from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import differences
 from ..store.db import Database
 from ..store.index import INDEX_CHUNK, IndexPace, index_text
-from ..store.ingest import ingest, ingest_drops, ingest_site_files
+from ..store.ingest import ingest_round
 from ..urls import NORMALIZATION_VERSION
 from .events import Event, LeaseHeld
 from .frontier import Layout
@@ -51,8 +51,11 @@ from .wire import decode_completion, decode_site_files
 log = logging.getLogger(__name__)
 
 GROUP = "coordinator"
-READ_COUNT = 1000
-"""Stream entries read per partition and round (and applied in one transaction each)."""
+READ_COUNT = 250
+"""Stream entries read per partition and round (a round reads at most this many times the partitions)."""
+APPLY_COUNT = 1000
+"""Entries applied in one transaction, give or take a partition's read: a round applies what it read in
+chunks, so a coordinator catching up on full streams holds no more than one chunk's decoded results."""
 IDLE = 0.2
 """Seconds between rounds when there was little to gather."""
 GRACE = 2.0
@@ -234,24 +237,29 @@ class Gatherer:
         self._index = IndexPace()
 
     async def round(self) -> int:
-        """Read, apply and acknowledge what every partition has; returns how many entries were applied."""
+        """Read, apply and acknowledge what every partition has; returns how many entries were applied.
+
+        One pipeline reads every partition's stream and one transaction applies a chunk of their entries: a
+        coordinator that also crawls shares its event loop with the fetches, and each await of a round costs
+        a turn of that loop (per partition, reads and transactions held the gathering 3,000 results behind)."""
+        streams = [self._keys.stream(p) for p in range(self._layout.partitions)]
+        if self._first_round:
+            await persist("taking over results", partial(self._read_again, streams))
+        try:
+            replies = await persist("reading results", partial(self._read, streams))
+        except ResponseError as exc:
+            if "NOGROUP" in str(exc):  # the streams are created with the crawl
+                await check_present(self._client, self._keys, self._layout.incarnation)
+            raise
+        read = [(p, entries) for p, reply in enumerate(replies) for _name, entries in reply or [] if entries]
         applied = 0
-        for p in range(self._layout.partitions):
-            stream = self._keys.stream(p)
-            if self._first_round:
-                await persist("taking over results", partial(self._read_again, stream))
-            try:
-                replies = await persist(
-                    "reading results",
-                    partial(self._client.xreadgroup, GROUP, self._consumer, {stream: ">"}, count=READ_COUNT),
-                )
-            except ResponseError as exc:
-                if str(exc).startswith("NOGROUP"):  # the stream was created with the crawl
-                    await check_present(self._client, self._keys, self._layout.incarnation)
-                raise
-            for _name, entries in replies or []:
-                if entries:
-                    applied += await self._apply(p, stream, entries)
+        while read:
+            chunk, size = [], 0
+            while read and size < APPLY_COUNT:
+                chunk.append(read.pop())
+                size += len(chunk[-1][1])
+            await self._apply(chunk)
+            applied += size
         self._first_round = False
         self.ingested += applied
         self._index.added(applied)
@@ -263,41 +271,54 @@ class Gatherer:
             self._index.caught_up()
         return applied
 
-    async def _read_again(self, stream: str) -> None:
+    async def _read_again(self, streams: list[str]) -> None:
         """A new coordinator reads every entry still in a stream again: an earlier one may have died after
         reading some and before trimming them (`ingest` skips those it had written). An entry left in a
         stream and never read again would hold off the end of the crawl for ever."""
-        await self._client.xgroup_setid(stream, GROUP, id="0")
-
-    async def _apply(self, p: int, stream: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> int:
-        items, drops, site_files, ids = [], [], [], []
-        for entry_id, fields in entries:
-            ids.append(entry_id)
-            if b"c" in fields:
-                completion, node = decode_completion(fields[b"c"])
-                items.append((f"p{p}:{entry_id.decode()}", completion, node))
-            elif b"d" in fields:
-                drops.extend(json.loads(fields[b"d"]))
-            elif b"f" in fields:
-                site_files.append(decode_site_files(fields[b"f"]))
-        if items:
-            await self._db.run(ingest, self._crawl, items, self._near_distance)
-        if drops:
-            await self._db.run(ingest_drops, self._crawl, drops)
-        if site_files:
-            await self._db.run(ingest_site_files, self._crawl, site_files)
-        await persist("acknowledging results", lambda: self._trim(stream, ids))
-        return len(ids)
-
-    async def _trim(self, stream: str, ids: list[bytes]) -> None:
-        """Acknowledge and delete applied entries in one transaction: a coordinator that dies between the two
-        would leave entries acknowledged, so never delivered again, yet counted as results to gather."""
 
         def fill(pipe: Any) -> None:
-            pipe.xack(stream, GROUP, *ids)
-            pipe.xdel(stream, *ids)
+            for stream in streams:
+                pipe.xgroup_setid(stream, GROUP, id="0")
 
-        await pipelined(self._client, fill, transaction=True)
+        await pipelined(self._client, fill)
+
+    async def _read(self, streams: list[str]) -> list[Any]:
+        def fill(pipe: Any) -> None:
+            for stream in streams:
+                pipe.xreadgroup(GROUP, self._consumer, {stream: ">"}, count=READ_COUNT)
+
+        return await pipelined(self._client, fill)
+
+    async def _apply(self, chunk: list[tuple[int, list[tuple[bytes, dict[bytes, bytes]]]]]) -> None:
+        """Apply partitions' entries in one transaction, then trim them from their streams."""
+        items, drops, site_files = [], [], []
+        for p, entries in chunk:
+            for entry_id, fields in entries:
+                if b"c" in fields:
+                    completion, node = decode_completion(fields[b"c"])
+                    items.append((f"p{p}:{entry_id.decode()}", completion, node))
+                elif b"d" in fields:
+                    drops.extend(json.loads(fields[b"d"]))
+                elif b"f" in fields:
+                    site_files.append(decode_site_files(fields[b"f"]))
+        await self._db.run(ingest_round, self._crawl, items, drops, site_files, self._near_distance)
+        trims = [(self._keys.stream(p), [entry_id for entry_id, _fields in entries]) for p, entries in chunk]
+        await persist("acknowledging results", partial(self._trim, trims))
+
+    async def _trim(self, trims: list[tuple[str, list[bytes]]]) -> None:
+        """Delete applied entries, then acknowledge them. Not one transaction, which a Redis Cluster refuses
+        across partitions: a coordinator that dies between the two leaves entries deleted, so never read
+        again and no longer counted as results to gather, and only pending in the group (which costs a few
+        bytes). The other order would leave entries acknowledged, never delivered again, yet in the stream,
+        holding off the end of the crawl."""
+
+        def fill(pipe: Any) -> None:
+            for stream, ids in trims:
+                pipe.xdel(stream, *ids)
+            for stream, ids in trims:
+                pipe.xack(stream, GROUP, *ids)
+
+        await pipelined(self._client, fill)
 
 
 async def scan(client: Any, keys: Keys, partitions: int) -> tuple[int, int, int, int]:

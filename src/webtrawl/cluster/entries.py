@@ -7,9 +7,10 @@ conditional request. Attempts and importance live beside it in the partition and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from ..models import Entry, Previous
 from .bloom import fp_int
@@ -23,16 +24,17 @@ def encode_entry(
     referrer_fp: int | None,
     via: Sequence[str],
     previous: Previous | None = None,
-) -> str:
-    """A URL's entry as the partition keeps it: compact JSON, with its previous fetch when it is revisited."""
+) -> bytes:
+    """A URL's entry as the partition keeps it: compact JSON, with its previous fetch when it is revisited.
+    orjson, not the standard library: a node writes one for each link it adds (4 µs against 0.2 µs each)."""
     doc: list[Any] = [url, host, depth, kind, str(referrer_fp) if referrer_fp is not None else None, list(via)]
     if previous is not None:
         doc.append([previous.fetched_at, previous.digest, previous.etag, previous.last_modified, previous.interval])
-    return json.dumps(doc, separators=(",", ":"))
+    return orjson.dumps(doc)
 
 
 def decode_entry(fp: bytes, blob: bytes, attempts: int, cash: bytes | None) -> Entry:
-    url, host, depth, kind, referrer, via, *rest = json.loads(blob)
+    url, host, depth, kind, referrer, via, *rest = orjson.loads(blob)
     previous = None
     if rest:
         fetched_at, digest, etag, last_modified, interval = rest[0]

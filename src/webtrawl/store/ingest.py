@@ -216,6 +216,24 @@ def ingest_site_files(
             record_site_files(conn, crawl_id, files, node)
 
 
+def ingest_round(
+    conn: sqlite3.Connection,
+    crawl_id: int,
+    items: Sequence[Item],
+    drops: Sequence[Sequence[str]],
+    site_files: Sequence[tuple[Sequence[Resource], str]],
+    near_distance: int = NEAR_DISTANCE,
+) -> None:
+    """Apply what the coordinator read in one round: completions, drops and site files, each kind in a
+    transaction of its own (any order will do, see above), in one call of the database thread."""
+    if items:
+        ingest(conn, crawl_id, items, near_distance)
+    if drops:
+        ingest_drops(conn, crawl_id, drops)
+    if site_files:
+        ingest_site_files(conn, crawl_id, site_files)
+
+
 def settle_unreached(conn: sqlite3.Connection, crawl_id: int) -> int:
     """At the end of a finished crawl: links that never reached the frontier become drops; returns how many.
 
