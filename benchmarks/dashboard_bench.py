@@ -2,7 +2,7 @@
 
 Builds a crawl directory whose store holds N synthetic captures (default 100,000) written through the
 store's own functions (`store.crawls.open_crawl`, `store.index.capture_row` / `insert_captures`,
-`index_text` for search), with the frontier's rows (hosts, urls with depths, link edges) beside them, as
+`index_captures` for search), with the frontier's rows (hosts, urls with depths, link edges) beside them, as
 a crawl would leave them. It is cached in `benchmarks/out/dashboard-<N>/` (`--rebuild` makes it again).
 Then it serves the directory with the dashboard (uvicorn on a loopback port, in a thread: the same
 `Dashboard` that `webtrawl serve` runs) and requests each view `--repeat` times over one keep-alive
@@ -30,7 +30,7 @@ from urllib.parse import urlencode
 from webtrawl.models import Capture, WarcLocation
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import DB_NAME, connect, transaction
-from webtrawl.store.index import capture_row, index_text, insert_captures
+from webtrawl.store.index import capture_row, index_captures, insert_captures
 from webtrawl.urls import fingerprint
 from webtrawl.web.serve import Dashboard
 from webtrawl.web.site import Site
@@ -115,7 +115,7 @@ def build(directory: Path, n: int) -> None:
             )
             conn.executemany("INSERT OR IGNORE INTO links(crawl_id, src_fp, dst_fp) VALUES (?, ?, ?)", links)
             insert_captures(conn, crawl_id, rows)
-    while index_text(conn):
+    while index_captures(conn):
         pass
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

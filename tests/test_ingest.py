@@ -17,9 +17,11 @@ from webtrawl.cluster.wire import decode_completion, decode_site_files, encode_c
 from webtrawl.models import Capture, Completion, Entry, NewURL, Resource, Verdict, WarcLocation
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import Database, connect
+from webtrawl.store.detail import detail
 from webtrawl.store.export import export
-from webtrawl.store.index import capture_row, drop_counts, failure_counts, index_text, status_counts
+from webtrawl.store.index import capture_row, drop_counts, failure_counts, index_captures, status_counts
 from webtrawl.store.ingest import Item, ingest, ingest_drops, ingest_site_files
+from webtrawl.store.links import link_page
 from webtrawl.store.schema import MIGRATIONS
 from webtrawl.urls import fingerprint, origin
 
@@ -302,17 +304,43 @@ async def test_reports_and_export_read_an_ingested_crawl(crawl: Crawl, tmp_path:
     assert counts == {"waiting": "1", "running": "0", "done": "3", "failed": "1", "captures": "4"}
 
 
-async def test_index_text_makes_ingested_captures_searchable(crawl: Crawl) -> None:
+async def test_index_captures_makes_ingested_captures_searchable(crawl: Crawl) -> None:
     await crawl.ingest(
         [
             ("p1:1-0", fetched("/", depth=0, text="the quick brown zebra"), "node-01"),
             ("p2:1-0", fetched("/b", text="nothing to see"), "node-02"),
         ]
     )
-    assert await crawl.db.run(index_text) == 2
+    assert await crawl.db.run(index_captures) == 2
     assert await crawl.query(
         "SELECT c.url, c.node FROM captures_fts f JOIN captures c ON c.id = f.rowid WHERE captures_fts MATCH 'zebra'"
     ) == [("http://a.test/", "node-01")]
+
+
+async def test_a_pages_in_links_are_listed_once_the_index_has_caught_up(crawl: Crawl) -> None:
+    await crawl.ingest(
+        [
+            ("p1:1-0", fetched("/", "/b", "/c", depth=0), "node-01"),
+            ("p2:1-0", fetched("/b", "/c"), "node-02"),
+            ("p2:2-0", fetched("/c", "/"), "node-02"),
+        ]
+    )
+    while await crawl.db.run(index_captures):
+        pass
+
+    async def linked(path: str, direction: str) -> set[str]:
+        (capture,) = await crawl.query("SELECT id FROM captures WHERE url = ?", full(path))
+        page = await crawl.db.run(link_page, crawl.id, capture[0], direction)
+        assert page is not None and page.total == len(page.rows)
+        return {row.url for row in page.rows}
+
+    assert await linked("/c", "in") == {full("/"), full("/b")}
+    assert await linked("/", "in") == {full("/c")}
+    assert await linked("/", "out") == {full("/b"), full("/c")}
+    found = await crawl.db.run(
+        detail, crawl.id, (await crawl.query("SELECT id FROM captures WHERE url = ?", full("/c")))[0][0]
+    )
+    assert found is not None and {row.url for row in found.in_links} == {full("/"), full("/b")}
 
 
 def test_ingest_keys_are_unique_within_a_crawl_and_embedded_captures_have_none(tmp_path: Path) -> None:
@@ -344,6 +372,20 @@ def test_a_database_of_the_first_schema_is_migrated_with_its_captures(tmp_path: 
     try:
         assert conn.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
         assert conn.execute("SELECT url, node, ingest_key FROM captures").fetchall() == [("http://a.test/", None, None)]
+    finally:
+        conn.close()
+
+
+def test_a_database_of_schema_10_keeps_its_in_links_in_their_own_table(tmp_path: Path) -> None:
+    old = sqlite3.connect(tmp_path / "crawl.db")
+    old.executescript(f"{';'.join(MIGRATIONS[:10])}; PRAGMA user_version = 10;")
+    old.executemany("INSERT INTO links(crawl_id, src_fp, dst_fp) VALUES (1, ?, ?)", [(1, 3), (2, 3), (3, 1)])
+    old.commit()
+    old.close()
+    conn = connect(tmp_path / "crawl.db")
+    try:
+        assert conn.execute("SELECT dst_fp, src_fp FROM links_in ORDER BY 1, 2").fetchall() == [(1, 3), (3, 1), (3, 2)]
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'links_dst'").fetchall() == []
     finally:
         conn.close()
 

@@ -172,11 +172,11 @@ async def test_a_recrawl_asks_conditionally_stores_revisits_and_keeps_history(tm
 
 
 def search(out: Path, word: str) -> list[str]:
-    from webtrawl.store.index import index_text
+    from webtrawl.store.index import index_captures
 
     conn = sqlite3.connect(out / "crawl.db")
     try:
-        while index_text(conn):
+        while index_captures(conn):
             pass
         return [
             url

@@ -45,7 +45,7 @@ from .sitemaps import Sitemaps
 from .stats import CrawlReport, Stats
 from .store.crawls import committed_warcs
 from .store.db import Database
-from .store.index import IndexPace, index_text
+from .store.index import IndexPace, index_captures
 from .store.live import clear_control, publish, snapshot, truncate_wal, wal_size
 from .store.mirror import Mirror
 from .store.opened import OpenedCrawl, open_crawl_directory, outcome_counts
@@ -405,20 +405,20 @@ class Crawler:
             self._wake.set()
             pace.added(sum(completion.capture is not None for completion in batch.pages))
             if pace.due():
-                await db.run(self._index_text)
+                await db.run(self._index_captures)
                 pace.caught_up()
             # Checked by the writer, so a fast crawl cannot outgrow it. A try that readers keep from truncating
             # (an export holds one for long) costs `CHECKPOINT_WAIT`: the next waits for another WAL_LIMIT.
             if wal_size(db.path) > max(WAL_LIMIT, wal_after_try + WAL_LIMIT):
                 await db.run(truncate_wal)
                 wal_after_try = wal_size(db.path)
-        while await db.run(self._index_text):
+        while await db.run(self._index_captures):
             pass
 
-    def _index_text(self, conn: sqlite3.Connection) -> int:
-        """`index_text`, its CPU counted as the index stage's (on the database thread)."""
+    def _index_captures(self, conn: sqlite3.Connection) -> int:
+        """`index_captures`, its CPU counted as the index stage's (on the database thread)."""
         with self.stats.timed("index"):
-            return index_text(conn)
+            return index_captures(conn)
 
     async def _live_loop(self, frontier: Frontier, db: Database, crawl_id: int, ended: asyncio.Event) -> None:
         """Every second: publish a snapshot in the store and obey the command a dashboard left there.

@@ -36,7 +36,7 @@ from webtrawl.models import Capture, Completion, Entry, NewURL
 from webtrawl.politeness import Politeness
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import Database
-from webtrawl.store.index import index_text
+from webtrawl.store.index import index_captures
 from webtrawl.urls import fingerprint, origin
 
 Reopen = Callable[[], Awaitable[Frontier]]
@@ -381,7 +381,7 @@ async def test_sqlite_commit_writes_captures_links_drops_and_checkpoint(tmp_path
         completion.drops.append(("http://elsewhere.test/", "out-of-scope"))
         await frontier.complete([completion], {"test-1.warc.gz": 1234})
     conn = sqlite3.connect(tmp_path / "crawl.db", isolation_level=None)
-    assert index_text(conn) == 1
+    assert index_captures(conn) == 1
     assert conn.execute("SELECT name, committed_end FROM warc_files").fetchall() == [("test-1.warc.gz", 1234)]
     assert conn.execute("SELECT reason FROM dropped").fetchall() == [("out-of-scope",)]
     assert conn.execute("SELECT COUNT(*) FROM links").fetchone() == (1,)

@@ -38,7 +38,7 @@ from ..errors import ConfigError
 from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import differences
 from ..store.db import Database
-from ..store.index import INDEX_CHUNK, IndexPace, index_text
+from ..store.index import INDEX_CHUNK, IndexPace, index_captures
 from ..store.ingest import ingest_round
 from ..urls import NORMALIZATION_VERSION
 from .events import Event, LeaseHeld
@@ -266,7 +266,7 @@ class Gatherer:
         # All of it once the streams are drained, so the index is whole whenever the coordinator finds nothing
         # to read (at the end of a crawl, for one).
         if self._index.due(drained=not applied):
-            while await self._db.run(index_text) >= INDEX_CHUNK:
+            while await self._db.run(index_captures) >= INDEX_CHUNK:
                 pass
             self._index.caught_up()
         return applied

@@ -90,7 +90,7 @@ _PLAIN = (
 )  # fmt: skip
 """Detail columns passed on as stored."""
 _OUT_LINKS = "SELECT dst_fp FROM links WHERE crawl_id = ? AND src_fp = ?"
-_IN_LINKS = "SELECT src_fp FROM links WHERE crawl_id = ? AND dst_fp = ?"
+_IN_LINKS = "SELECT src_fp FROM links_in WHERE crawl_id = ? AND dst_fp = ?"
 
 
 def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail | None:

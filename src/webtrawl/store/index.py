@@ -146,8 +146,9 @@ def unindexed(conn: sqlite3.Connection) -> int:
     return int(last - upto)
 
 
-def index_text(conn: sqlite3.Connection, *, limit: int = INDEX_CHUNK) -> int:
-    """Add up to `limit` captures not yet in the search index, in one transaction; returns how many."""
+def index_captures(conn: sqlite3.Connection, *, limit: int = INDEX_CHUNK) -> int:
+    """Add up to `limit` captures not yet indexed to the search index, and their pages' out-links to the
+    in-links (`links_in`, see `store.schema`), in one transaction; returns how many captures."""
     with transaction(conn):
         (upto,) = conn.execute("SELECT upto FROM fts_progress").fetchone()
         (last,) = conn.execute(
@@ -157,6 +158,14 @@ def index_text(conn: sqlite3.Connection, *, limit: int = INDEX_CHUNK) -> int:
         conn.execute(
             "INSERT INTO captures_fts(rowid, title, url, text) "
             "SELECT id, title, url, text FROM captures WHERE id > ? AND id <= ? ORDER BY id",
+            (upto, last),
+        )
+        # Sorted by target, so the chunk's edges fill the in-link B-tree in key order.
+        conn.execute(
+            "INSERT OR IGNORE INTO links_in(crawl_id, dst_fp, src_fp) "
+            "SELECT l.crawl_id, l.dst_fp, l.src_fp FROM captures c "
+            "JOIN links l ON l.crawl_id = c.crawl_id AND l.src_fp = c.fp "
+            "WHERE c.id > ? AND c.id <= ? ORDER BY l.crawl_id, l.dst_fp, l.src_fp",
             (upto, last),
         )
         conn.execute("UPDATE fts_progress SET upto = ?", (last,))

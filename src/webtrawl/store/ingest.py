@@ -3,7 +3,7 @@
 Nodes complete URLs in Redis and append one stream entry per completed URL (`cluster.wire`); the
 coordinator applies them here, to the same tables an embedded crawl writes, so `status`, `export` and the
 dashboard read either kind of crawl alike. The search index follows the captures as it does in an
-embedded crawl (`store.index.index_text`), called by the coordinator, not here.
+embedded crawl (`store.index.index_captures`), called by the coordinator, not here.
 
 Streams deliver at least once, and entries of different partitions in any order relative to each other,
 so applying an entry is idempotent and order-tolerant:

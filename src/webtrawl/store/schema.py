@@ -8,13 +8,18 @@ One file, `DIR/crawl.db`, holds every crawl of a directory, each row tagged with
   place each URL's discovery (at its current depth) and hand-out on one sequence, so the breadth-first
   property can be checked after the fact.
 - `captures`: one row per fetch; the search text lives here once, indexed by the external-content FTS5
-  table `captures_fts`. The index follows the captures in chunks (`store.index.index_text`), because
+  table `captures_fts`. The index follows the captures in chunks (`store.index.index_captures`), because
   FTS5 indexes a thousand documents in one statement ~3.5x cheaper than one small batch at a time;
   `fts_progress.upto` is the last capture id indexed, and the triggers keep indexed rows in step.
   A distributed crawl's rows also name the node that fetched them (it holds their WARC file) and the
   stream entry they came from (`ingest_key`, unique within a crawl, so an entry read twice is written
   once: see `store.ingest`); an embedded crawl leaves both NULL.
-- `links`: edges between fingerprints (the link graph; in-links are found through `links_dst`).
+- `links`: edges between fingerprints (the link graph), keyed by source: a page's out-links are written
+  with it, together in the table's key order. `links_in` holds the same edges keyed by target, for a
+  page's in-links; it follows `links` in the search index's catch-ups (`store.index.index_captures`,
+  same chunks, same `fts_progress.upto`), edges sorted by target: written with each batch, the target
+  index cost the writer more than anything else in a crawl (one random B-tree page per edge, 2.5 GB of
+  WAL writes on a crawl of 20,000 pages with 40 links each; sorted chunks write 0.7 GB).
 - `dropped`: URLs the crawl refused and has not taken, each once with the first reason. A URL in `urls`
   is never recorded (found too deep on one page, it may be in the frontier from another), and one that
   enters `urls` later (found closer, its host gained) leaves `dropped` (trigger `urls_taken`).
@@ -267,5 +272,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE resources ADD COLUMN payload_digest TEXT;
     ALTER TABLE resources ADD COLUMN site_file INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 11: in-links move from an index on `links` to a table of their own, filled in chunks (see above).
+    """
+    CREATE TABLE links_in(
+        crawl_id INTEGER NOT NULL,
+        dst_fp INTEGER NOT NULL,
+        src_fp INTEGER NOT NULL,
+        PRIMARY KEY(crawl_id, dst_fp, src_fp)
+    ) WITHOUT ROWID;
+    INSERT INTO links_in(crawl_id, dst_fp, src_fp)
+    SELECT crawl_id, dst_fp, src_fp FROM links ORDER BY crawl_id, dst_fp, src_fp;
+    DROP INDEX links_dst;
     """,
 )
