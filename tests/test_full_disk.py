@@ -24,7 +24,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     if os.geteuid() != 0:
         pytest.fail("this test mounts a tmpfs and must run as root (as CI does)")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mount)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mount)], check=True)
     try:
         yield mount
     finally:
@@ -51,6 +51,8 @@ async def test_full_disk_stops_cleanly_then_resumes(site_server: SiteServer, sma
     assert code == 2
     lines = [line for line in err.splitlines() if line.startswith("webtrawl: error:")]
     one_line_error(lines[0], "full", "run the same command again")
+    # The disk filled once the crawl was under way, not while its database was being created.
+    assert any(warc.stat().st_size for warc in (out / "warc").glob("*.warc.gz"))
     assert "Traceback" not in err
 
     subprocess.run(["mount", "-o", "remount,size=50m", str(small_disk)], check=True)
@@ -59,3 +61,12 @@ async def test_full_disk_stops_cleanly_then_resumes(site_server: SiteServer, sma
     assert out_text.startswith("finished")
     assert fetched_depths(out) == site.expect(max_depth=site.deepest).fetched
     check_warcs(out)
+
+
+async def test_a_disk_too_full_for_the_database_says_what_to_do(site_server: SiteServer, small_disk: Path) -> None:
+    subprocess.run(["mount", "-o", "remount,size=120k", str(small_disk)], check=True)
+    code, _out, err = await webtrawl("crawl", site_server.url, "--out", str(small_disk / "crawl"), "-q")
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("webtrawl: error:")]
+    one_line_error(lines[0], "full", "run the same command again")
+    assert "Traceback" not in err

@@ -92,6 +92,10 @@ def prepare_directory(directory: Path) -> Path:
     return directory
 
 
+def disk_full(path: Path) -> StoreError:
+    return StoreError(f"the disk holding {path} is full; free some space and run the same command again to resume")
+
+
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open the crawl database with the settings every connection needs, migrating it when writable."""
     if readonly and not path.exists():
@@ -109,6 +113,8 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             migrate(conn)
         conn.execute("PRAGMA cache_size = -32768")  # KiB: random index writes need a warm cache
     except sqlite3.DatabaseError as exc:
+        if "full" in str(exc):
+            raise disk_full(path) from None
         raise StoreError(f"cannot open {path}: {exc}") from None
     return conn
 
@@ -160,9 +166,7 @@ class Database:
             return await loop.run_in_executor(executor, lambda: fn(*args, **kwargs))
         except sqlite3.OperationalError as exc:
             if "full" in str(exc):
-                raise StoreError(
-                    f"the disk holding {self.path} is full; free some space and run the same command again to resume"
-                ) from exc
+                raise disk_full(self.path) from exc
             raise StoreError(f"crawl database error: {exc}") from exc
 
     async def close(self) -> None:
