@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from webtrawl.cluster.wire import decode_completion, decode_site_files, encode_completion, encode_site_files
+from webtrawl.frontier.seen import SeenCache
 from webtrawl.models import Capture, Completion, Entry, NewURL, Resource, Verdict, WarcLocation
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import Database, connect
@@ -32,12 +33,14 @@ WARC = "node-02-20231114221320-00001.warc.gz"
 class Crawl:
     """A crawl database as the coordinator has it, driven through its writer thread like the real one."""
 
-    def __init__(self, db: Database, crawl_id: int) -> None:
+    def __init__(self, db: Database, crawl_id: int, seen: SeenCache | None = None) -> None:
         self.db = db
         self.id = crawl_id
+        self.seen = seen
 
     async def ingest(self, items: Sequence[Item]) -> int:
-        return await self.db.run(ingest, self.id, items)
+        new_links = None if self.seen is None else self.seen.fresh
+        return await self.db.run(ingest, self.id, items, new_links=new_links)
 
     async def query(self, sql: str, *args: object) -> list[tuple]:
         return await self.db.run(lambda conn: conn.execute(sql, args).fetchall())
@@ -65,11 +68,12 @@ class Crawl:
         }
 
 
-@pytest.fixture
-async def crawl(tmp_path: Path) -> AsyncIterator[Crawl]:
+@pytest.fixture(params=["every-link", "seen-links-skipped"])
+async def crawl(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Crawl]:
+    """The coordinator skips links it recorded before (`SeenCache`): every test holds with and without."""
     db = await Database(tmp_path / "crawl.db").open()
     crawl_id, _ = await db.run(open_crawl, "test", {"seeds": []})
-    yield Crawl(db, crawl_id)
+    yield Crawl(db, crawl_id, SeenCache() if request.param == "seen-links-skipped" else None)
     await db.close()
 
 
@@ -257,6 +261,8 @@ async def test_a_url_refused_for_a_budget_stays_out_whichever_arrives_first(craw
     assert await crawl.db.run(drop_counts, crawl.id) == {"host-budget": 1, "template-budget": 1}
     assert await crawl.query("SELECT referrer_fp FROM dropped WHERE url LIKE '%drop'") == [(int(home),)] * 2
     assert await crawl.query("SELECT COUNT(*) FROM dropped") == [(2,)]
+    await crawl.ingest([("p1:3-0", fetched("/kept", "/late-drop", "/early-drop"), "node-01")])  # linked again
+    assert [url for (url,) in await crawl.query("SELECT url FROM urls") if "drop" in url] == []
 
 
 async def test_other_drops_are_recorded_without_removing_a_url(crawl: Crawl) -> None:

@@ -35,6 +35,7 @@ from ..config import (
     ScopeConfig,
 )
 from ..errors import ConfigError
+from ..frontier.seen import SeenCache
 from ..parse.simhash import NEAR_DISTANCE
 from ..store.crawls import differences
 from ..store.db import Database
@@ -235,6 +236,8 @@ class Gatherer:
         self.ingested = 0
         self._first_round = True
         self._index = IndexPace()
+        self._seen = SeenCache()
+        """Links already recorded, used on the database thread only (see `store.ingest.ingest`)."""
 
     async def round(self) -> int:
         """Read, apply and acknowledge what every partition has; returns how many entries were applied.
@@ -301,7 +304,7 @@ class Gatherer:
                     drops.extend(json.loads(fields[b"d"]))
                 elif b"f" in fields:
                     site_files.append(decode_site_files(fields[b"f"]))
-        await self._db.run(ingest_round, self._crawl, items, drops, site_files, self._near_distance)
+        await self._db.run(ingest_round, self._crawl, items, drops, site_files, self._near_distance, self._seen.fresh)
         trims = [(self._keys.stream(p), [entry_id for entry_id, _fields in entries]) for p, entries in chunk]
         await persist("acknowledging results", partial(self._trim, trims))
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..models import HOST_BUDGET, TEMPLATE_BUDGET, Completion, NewURL, Resource, State
 from ..parse.simhash import NEAR_DISTANCE
@@ -33,6 +33,9 @@ from .db import transaction
 
 Item = tuple[str, Completion, str]
 """(ingest key, completion, node id): the key is unique per stream entry, e.g. "p17:1700000000000-0"."""
+
+Fresh = Callable[[Iterable[NewURL]], list[NewURL]]
+"""Of the URLs given, those not known to be recorded already at their depth or closer (`SeenCache.fresh`)."""
 
 _KEYS_CHUNK = 500
 """Ingest keys looked up in one `IN (…)` query."""
@@ -63,13 +66,24 @@ _BUDGETS = (HOST_BUDGET, TEMPLATE_BUDGET)
 """The reasons that keep a URL out of the crawl for good (see `ingest_drops`)."""
 
 
-def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item], near_distance: int = NEAR_DISTANCE) -> int:
+def ingest(
+    conn: sqlite3.Connection,
+    crawl_id: int,
+    items: Sequence[Item],
+    near_distance: int = NEAR_DISTANCE,
+    new_links: Fresh | None = None,
+) -> int:
     """Apply stream entries to crawl `crawl_id` in one transaction; return how many were not applied before.
 
     An entry counts as new when its capture is added or, for one without a capture, when its URL's state
     moves. A key listed twice in `items` is applied once. Captures get their duplicate marks here, as an
     embedded crawl's do as it commits them (`near_distance`: the crawl's near-duplicate distance), and each
     ended fetch its revisit schedule.
+
+    `new_links` (a cache the caller keeps across calls) leaves out links already recorded at their depth or
+    closer: their upsert would change nothing (a URL deleted since, refused for a budget, stays out through
+    its drop), and most of a page's links are such, each an upsert and two index probes otherwise. Their
+    link edges are recorded all the same.
     """
     now = time.time()
     unique: dict[str, Item] = {}
@@ -88,6 +102,8 @@ def ingest(conn: sqlite3.Connection, crawl_id: int, items: Sequence[Item], near_
         (seq,) = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM urls").fetchone()
         completions = [completion for _key, completion, _node in fresh]
         children = _shallowest(child for completion in completions for child in completion.children)
+        if new_links is not None:
+            children = new_links(children)
         host_ids = _host_ids(conn, crawl_id, [c.entry.host for c in completions] + [u.host for u in children])
         conn.executemany(
             _CHILD,
@@ -223,11 +239,12 @@ def ingest_round(
     drops: Sequence[Sequence[str]],
     site_files: Sequence[tuple[Sequence[Resource], str]],
     near_distance: int = NEAR_DISTANCE,
+    new_links: Fresh | None = None,
 ) -> None:
     """Apply what the coordinator read in one round: completions, drops and site files, each kind in a
     transaction of its own (any order will do, see above), in one call of the database thread."""
     if items:
-        ingest(conn, crawl_id, items, near_distance)
+        ingest(conn, crawl_id, items, near_distance, new_links)
     if drops:
         ingest_drops(conn, crawl_id, drops)
     if site_files:
