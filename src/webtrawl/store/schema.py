@@ -285,4 +285,9 @@ MIGRATIONS: tuple[str, ...] = (
     SELECT crawl_id, dst_fp, src_fp FROM links ORDER BY crawl_id, dst_fp, src_fp;
     DROP INDEX links_dst;
     """,
+    # 12: the search index merges its segments 16 at a time, not 4: a fifth less CPU and writes for a crawl's
+    # catch-ups (20,000 pages: 8.2 s against 10.4-11.9 s), and searches as fast (benchmarks/README.md).
+    """
+    INSERT INTO captures_fts(captures_fts, rank) VALUES ('automerge', 16);
+    """,
 )
