@@ -59,8 +59,10 @@ APPLY_COUNT = 1000
 chunks, so a coordinator catching up on full streams holds no more than one chunk's decoded results."""
 IDLE = 0.2
 """Seconds between rounds when there was little to gather."""
-GRACE = 2.0
-"""Seconds between the two scans that must both find the crawl empty."""
+GRACE = 0.5
+"""Seconds between the two scans that must both find the crawl empty. Their activity counters, not this
+wait, make the second scan's verdict safe (any claim, add or completion in between moves a counter the
+first scan read), so it is short: the end of every distributed crawl waits for it."""
 RESTORE_MARK = "restore"
 """A field of the crawl's settings: the crawl is new in this Redis and not yet restored from the coordinator's
 index (`cluster.restore`)."""
