@@ -244,7 +244,7 @@ class Gatherer:
     async def round(self) -> int:
         """Read, apply and acknowledge what every partition has; returns how many entries were applied.
 
-        One pipeline reads every partition's stream and one transaction applies a chunk of their entries: a
+        One pipeline reads every partition's stream and one database call applies a chunk of their entries: a
         coordinator that also crawls shares its event loop with the fetches, and each await of a round costs
         a turn of that loop (per partition, reads and transactions held the gathering 3,000 results behind)."""
         streams = [self._keys.stream(p) for p in range(self._layout.partitions)]
