@@ -260,7 +260,7 @@ def _whole_crawl(totals: CrawlTotals | None, live: bool, pages_per_second: float
         "captures": totals.captures,
         "bytes": totals.bytes,
         "elapsed": round(elapsed, 2),
-        "pages_per_second": round(rate, 2),
+        "pages_per_second": rate,  # unrounded: the page formats it as the server did (no double rounding)
     }
 
 
