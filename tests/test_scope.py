@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from webtrawl.config import ScopeConfig
-from webtrawl.scope import DEPTH_ONLY_REASONS, Scope, is_requisite_path
+from webtrawl.scope import DEPTH_ONLY_REASONS, VERDICTS, Scope, is_requisite_path
 from webtrawl.urls import normalize
 
 
@@ -196,6 +196,22 @@ def test_only_depth_reasons_depend_on_depth(url: str) -> None:
 
 def test_depth_only_reasons() -> None:
     assert verdict(make(SEED, max_depth=1), "http://example.com/x", 2) in DEPTH_ONLY_REASONS
+
+
+def test_a_url_judged_too_deep_is_in_scope_found_shallower() -> None:
+    scope = make(SEED, max_depth=1)
+    assert verdict(scope, "http://example.com/x", 2) == "too-deep"
+    assert verdict(scope, "http://example.com/x", 1) is None
+    assert verdict(scope, "http://example.com/x", 2) == "too-deep"
+
+
+def test_verdicts_hold_past_the_memory_of_them() -> None:
+    """More URLs than `Scope` remembers verdicts of: each keeps its own verdict, judged again or not."""
+    scope = make(SEED)
+    urls = [f"http://{host}.com/{n}" for n in range(VERDICTS + 10) for host in ("example", "other")]
+    expected = [None, "out-of-scope"] * (VERDICTS + 10)
+    assert [verdict(scope, url) for url in urls] == expected
+    assert [verdict(scope, url) for url in reversed(urls)] == expected[::-1]
 
 
 def test_add_host_in_host_mode() -> None:

@@ -50,9 +50,10 @@ class FrontierCounts:
         return self.waiting + self.running + self.done + self.failed
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class NewURL:
-    """A normalized, in-scope URL on its way into the frontier."""
+    """A normalized, in-scope URL on its way into the frontier. Not frozen: a page makes dozens, and a frozen
+    dataclass's constructor costs 2.5× a plain one's (1.65 µs against 0.65)."""
 
     url: str
     fp: int
@@ -104,16 +105,16 @@ class Revisit:
     ended: Literal["done", "failed"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Link:
-    """A link found on a page: absolute, normalized, not yet checked against the scope."""
+    """A link found on a page: absolute, normalized, not yet checked against the scope. Not frozen, as
+    `NewURL`: a page's links are built in the parse worker and again, unpickled, in the crawl."""
 
     url: str
     kind: LinkKind = "link"
 
     def __reduce__(self) -> tuple[type[Link], tuple[str, LinkKind]]:
-        # A page's links cross from the parse worker as a pickle. A frozen slotted dataclass unpickles
-        # through dataclasses' `__setstate__`, which calls `fields()` per object: 6× the constructor.
+        # Pickled by their fields alone: dataclasses' `__getstate__` calls `fields()` per object.
         return Link, (self.url, self.kind)
 
 

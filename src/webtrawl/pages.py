@@ -29,7 +29,7 @@ from .stats import Stats
 from .store.db import Database
 from .store.fingerprints import Twins
 from .store.warc import sha1_digest
-from .urls import fingerprint, host_key, normalize, origin
+from .urls import fingerprint, host_key, identity, normalize, origin
 
 log = logging.getLogger(__name__)
 
@@ -305,15 +305,9 @@ class PageHandler:
             # Requisites are judged at the page's own depth: a page at the depth limit still displays.
             reason = check(link.url, entry.depth if link.kind == "requisite" else depth)
             if reason is None:
+                fp, host = identity(link.url)
                 children.append(
-                    NewURL(
-                        url=link.url,
-                        fp=fingerprint(link.url),
-                        host=origin(link.url),
-                        depth=depth,
-                        kind=link.kind,
-                        referrer_fp=entry.fp,
-                    )
+                    NewURL(url=link.url, fp=fp, host=host, depth=depth, kind=link.kind, referrer_fp=entry.fp)
                 )
             else:
                 drops.append((link.url, reason))
