@@ -11,13 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.crawls import fast_config
 from tests.redis_servers import blocking_client
+from tests.sites import SiteServer
 from webtrawl.cluster import coordinator as coordinating
+from webtrawl.cluster import node as node_module
 from webtrawl.cluster.coordinator import GROUP, Gatherer, watch_for_end
 from webtrawl.cluster.frontier import Layout, RedisFrontier
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
+from webtrawl.cluster.runs import run_coordinator
 from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
 from webtrawl.fetch.robots import ALLOW_ALL
@@ -136,3 +140,22 @@ async def test_a_new_coordinator_gathers_what_a_dead_one_read_and_the_crawl_stil
         ]
         assert conn.execute("SELECT url FROM captures ORDER BY url").fetchall() == []  # no captures were sent
         assert sum([await client.xlen(stream) for stream in streams]) == 0
+
+
+async def test_the_coordinators_own_node_ends_when_the_end_is_declared_not_at_its_next_heartbeat(
+    redis_url: str, tmp_path: Path, monkeypatch
+) -> None:
+    """Heartbeats an hour apart: a node that waited for a heartbeat to read the end would still be crawling.
+    (Without the coordinator telling it, this test fails at its 120 s bound.)"""
+    monkeypatch.setattr(node_module, "HEARTBEAT", 3600.0)
+    beats = []
+    beat = node_module.Heartbeat.beat
+    monkeypatch.setattr(node_module.Heartbeat, "beat", lambda self: (beats.append(1), beat(self))[1])
+    async with SiteServer(pages=20, calendar=False) as server:
+        config = fast_config(server.url, tmp_path, name="told")
+        report, _nodes = await asyncio.wait_for(run_coordinator(config, redis_url, Layout(partitions=4)), 120)
+        expected = {server.site.url(path) for path in server.site.expected_fetched()}
+    assert report.outcome == "finished"
+    conn = sqlite3.connect(tmp_path / "crawl.db")
+    assert {url for (url,) in conn.execute("SELECT url FROM captures")} == expected
+    assert len(beats) == 2  # both at the node's start: before its first claim, and as its thread starts

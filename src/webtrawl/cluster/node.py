@@ -210,6 +210,7 @@ class Node:
         self._robots: SharedRobots | None = None
         self._told_to_stop = False
         self._gone = False
+        self._obey_now: Callable[[str], None] | None = None
         self._info = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
         self._last = (time.monotonic(), 0)
 
@@ -239,6 +240,8 @@ class Node:
             importance=config.order == "importance",
         )
         loop = asyncio.get_running_loop()
+
+        self._obey_now = functools.partial(self._obey, engine, frontier)
 
         def on_control(command: str) -> None:
             loop.call_soon_threadsafe(self._obey, engine, frontier, command)
@@ -276,6 +279,12 @@ class Node:
         if self._robots is None:
             return await fetch_robots(fetcher, host, self._config.fetch.user_agent, keep)
         return await self._robots.rules(fetcher, host, keep)
+
+    def tell(self, command: str) -> None:
+        """Obey the crawl's `command` now (on the loop), as the next heartbeat would: the coordinator tells its
+        own node the end it declared instead of letting it wait up to `HEARTBEAT` to read it."""
+        if self._obey_now is not None:
+            self._obey_now(command)
 
     def _obey(self, engine: Engine, frontier: RedisFrontier, command: str) -> None:
         frontier.paused = command == "pause"

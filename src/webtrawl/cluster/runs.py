@@ -147,6 +147,8 @@ async def _coordinate(
                     await persist("declaring the end", lambda: client.set(keys.control, end))
                     if node is not None and end == "idle":
                         node.crawler.stop()  # this process's node; the workers wait for the next pass
+                    elif node is not None:
+                        node.tell(end)  # the workers read it at their next heartbeat
                 elif limits in done:
                     outcome = limits.result()  # the whole crawl was told to stop at --max-pages / --max-time
                     await _watch_for_stop(client, keys)
