@@ -89,8 +89,13 @@ _PLAIN = (
     "warc_length", "node",
 )  # fmt: skip
 """Detail columns passed on as stored."""
-_OUT_LINKS = "SELECT dst_fp FROM links WHERE crawl_id = ? AND src_fp = ?"
-_IN_LINKS = "SELECT src_fp FROM links_in WHERE crawl_id = ? AND dst_fp = ?"
+LINK_TABLES = {
+    "out": ("links", "src_fp", "dst_fp"),
+    "in": ("links_in", "dst_fp", "src_fp"),
+}
+"""Per direction of a URL's links, (the table, the column naming the URL, the column naming the other end).
+In-links have a table of their own, keyed by target (see `store.schema`), filled as the search index
+catches up."""
 
 
 def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail | None:
@@ -106,8 +111,8 @@ def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail |
     n = len(PageRow.__slots__)
     more = dict(zip((column[0] for column in cursor.description[n:]), row[n:], strict=True))
     fp, state, location = more["fp"], more["state"], more["location"]
-    out_links, out_total = _link_rows(conn, crawl_id, _OUT_LINKS, fp)
-    in_links, in_total = _link_rows(conn, crawl_id, _IN_LINKS, fp)
+    out_links, out_total = _link_rows(conn, crawl_id, "out", fp)
+    in_links, in_total = _link_rows(conn, crawl_id, "in", fp)
     return Detail(
         page=PageRow(**dict(zip(PageRow.__slots__, row[:n], strict=True))),
         **{name: more[name] for name in _PLAIN},
@@ -144,12 +149,14 @@ def _repeated(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Repea
     return Repeated(original.id, original.fetched_at, original.status, original.warc_file, original.node)
 
 
-def _link_rows(conn: sqlite3.Connection, crawl_id: int, query: str, fp: int) -> tuple[list[LinkRow], int]:
-    """The first MAX_LINKS URLs `query` finds (by fingerprint), as the crawl knows them, sorted; and how many
-    it finds in all."""
-    fps = [other for (other,) in conn.execute(f"{query} LIMIT ?", (crawl_id, fp, MAX_LINKS))]
+def _link_rows(conn: sqlite3.Connection, crawl_id: int, direction: str, fp: int) -> tuple[list[LinkRow], int]:
+    """The first MAX_LINKS URLs the URL `fp` links to (or is linked from, `direction`), as the crawl knows
+    them, sorted; and how many there are in all."""
+    table, this, other = LINK_TABLES[direction]
+    query = f"SELECT {other} FROM {table} WHERE crawl_id = ? AND {this} = ?"
+    fps = [end for (end,) in conn.execute(f"{query} LIMIT ?", (crawl_id, fp, MAX_LINKS))]
     (total,) = conn.execute(f"SELECT COUNT(*) FROM ({query})", (crawl_id, fp)).fetchone()
-    rows = [_link_row(conn, crawl_id, other) for other in fps]
+    rows = [_link_row(conn, crawl_id, end) for end in fps]
     return sorted((row for row in rows if row is not None), key=lambda row: row.url), int(total)
 
 

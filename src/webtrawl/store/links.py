@@ -12,13 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from ..models import State
-from .detail import LinkRow
-
-_LINKS = {
-    "out": ("links", "src_fp", "dst_fp"),
-    "in": ("links_in", "dst_fp", "src_fp"),
-}
-"""(the table, the column naming this capture's URL, the column naming the other end) of each direction."""
+from .detail import LINK_TABLES, LinkRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +34,7 @@ def link_page(
 ) -> LinkPage | None:
     """The links of the URL of capture `capture_id` in `direction` ("in" or "out"), each URL as the crawl knows
     it: its state (or why it was dropped) and its latest capture. None if the crawl has no such capture."""
-    table, this, other = _LINKS[direction]
+    table, this, other = LINK_TABLES[direction]
     row = conn.execute("SELECT fp FROM captures WHERE crawl_id = ? AND id = ?", (crawl_id, capture_id)).fetchone()
     if row is None:
         return None
