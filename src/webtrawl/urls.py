@@ -173,9 +173,9 @@ def origin(url: str) -> str:
     return url[: url.find("://") + 3] + host_key(url)
 
 
-@functools.lru_cache(maxsize=16_384)
+@functools.lru_cache(maxsize=4096)
 def identity(url: str) -> tuple[int, str]:
-    """`fingerprint(url)` and `origin(url)` of a link, remembered for the last 16,384 URLs: the links every
+    """`fingerprint(url)` and `origin(url)` of a link, remembered for the last 4,096 URLs: the links every
     page of a site repeats (navigation, footers) are hashed and sliced once, not on every page (0.1 µs a
     link instead of 0.8)."""
     return fingerprint(url), origin(url)
