@@ -62,8 +62,9 @@ class PeakWatcher:
     The sum of the processes' own peaks is at least the peak of their sum, so the figure errs high.
 
     A process started by another is counted from its `exec` on: between fork and exec it is still its
-    parent (same memory, same command line), and its `VmHWM` there is the parent's. Sampling a crawl's parse
-    worker in that window counted the crawl twice (246 MB where the processes peaked at 196).
+    parent, and its `VmHWM` there is the parent's. Sampling a crawl's parse worker in that window counted
+    the crawl twice (246 MB where the processes peaked at 196). A child that never execs (a forked
+    worker) is therefore not counted.
 
     `ru_maxrss` from `wait4` cannot be used for that: a child forked (or vforked) from this harness carries
     the harness's own high-water mark across `exec`, so every child looked at least as big as the harness
@@ -82,8 +83,8 @@ class PeakWatcher:
 
     def _watch(self) -> None:
         while not self._stop.is_set() and Path(f"/proc/{self._pid}").exists():
-            for pid, parent in _tree(self._pid):
-                if parent is not None and _not_yet_exec(pid, parent):
+            for pid in _tree(self._pid):
+                if pid != self._pid and _not_yet_exec(pid):
                     continue
                 peak = _own_peak_kib(pid)
                 if peak is not None:
@@ -98,26 +99,28 @@ class PeakWatcher:
         return (self.peak_kib or fallback_kib) / 1024
 
 
-def _tree(pid: int) -> list[tuple[int, int | None]]:
-    """`pid` and its descendants, each with its parent (None for `pid`), from each thread's `children` list
-    in /proc."""
-    found: list[tuple[int, int | None]] = []
-    pending: list[tuple[int, int | None]] = [(pid, None)]
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants, from each thread's `children` list in /proc."""
+    found, pending = [], [pid]
     while pending:
-        process, parent = pending.pop()
-        found.append((process, parent))
-        for children in Path(f"/proc/{process}/task").glob("*/children"):
+        parent = pending.pop()
+        found.append(parent)
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
             with contextlib.suppress(OSError):
-                pending.extend((int(child), process) for child in children.read_text().split())
+                pending.extend(int(child) for child in children.read_text().split())
     return found
 
 
-def _not_yet_exec(pid: int, parent: int) -> bool:
-    """Whether `pid` still runs its parent's program (forked, not yet exec'd): the same command line."""
+_PF_FORKNOEXEC = 0x40
+"""The kernel's flag (`/proc/PID/stat`, field 9) of a process forked and not yet exec'd."""
+
+
+def _not_yet_exec(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes() == Path(f"/proc/{parent}/cmdline").read_bytes()
-    except OSError:  # one of them ended
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:  # ended
         return True
+    return bool(int(fields[6]) & _PF_FORKNOEXEC)  # fields from the third on: state, ppid, …, flags
 
 
 def _own_peak_kib(pid: int) -> int | None:

@@ -41,7 +41,7 @@ VERDICTS = 4096
 has (navigation, footers); judging one again costs ~1.8 µs, remembering it a dict lookup. When full, the
 memory starts over, as does a growing scope's. (Judging the links of 8,000 pages of the benchmark site in
 random order took as long with 4,096 as with 16,384, which costs ~3 MB more.)"""
-_UNJUDGED = "unjudged"
+_UNJUDGED = "unjudged"  # no reason is this string: `verdicts.get(url, _UNJUDGED) is _UNJUDGED` means unknown
 
 
 class SharedHosts(Protocol):
@@ -126,6 +126,8 @@ class Scope:
 
     def check(self, url: str, depth: int) -> str | None:
         """None if the normalized `url`, found at `depth`, is in scope; otherwise the reason it is not."""
+        if len(url) > self._max_length:  # not remembered: a hostile page's huge URLs would outlive it
+            return "url-too-long"
         verdicts = self._verdicts
         verdict = verdicts.get(url, _UNJUDGED)
         if verdict is _UNJUDGED:
@@ -138,9 +140,7 @@ class Scope:
         return verdict
 
     def _verdict(self, url: str) -> str | None:
-        """Why `url` is out of scope at any depth, or None."""
-        if len(url) > self._max_length:
-            return "url-too-long"
+        """Why `url`, no longer than the limit, is out of scope at any depth, or None."""
         path_start = url.find("/", url.find("://") + 3)
         query_start = url.find("?", path_start)
         path = url[path_start:query_start] if query_start >= 0 else url[path_start:]

@@ -145,15 +145,18 @@ async def test_a_new_coordinator_gathers_what_a_dead_one_read_and_the_crawl_stil
 async def test_the_coordinators_own_node_ends_when_the_end_is_declared_not_at_its_next_heartbeat(
     redis_url: str, tmp_path: Path, monkeypatch
 ) -> None:
-    """Heartbeats an hour apart: a node that waited for a heartbeat to read the end would still be crawling.
-    (Without the coordinator telling it, this test fails at its 120 s bound.)"""
+    """Heartbeats an hour apart (leases as long, since heartbeats renew them): a node that waited for a
+    heartbeat to read the end would still be crawling. (Without the coordinator telling it, this test fails
+    at its 120 s bound.)"""
     monkeypatch.setattr(node_module, "HEARTBEAT", 3600.0)
     beats = []
     beat = node_module.Heartbeat.beat
     monkeypatch.setattr(node_module.Heartbeat, "beat", lambda self: (beats.append(1), beat(self))[1])
     async with SiteServer(pages=20, calendar=False) as server:
         config = fast_config(server.url, tmp_path, name="told")
-        report, _nodes = await asyncio.wait_for(run_coordinator(config, redis_url, Layout(partitions=4)), 120)
+        report, _nodes = await asyncio.wait_for(
+            run_coordinator(config, redis_url, Layout(partitions=4, lease_ttl=3600.0)), 120
+        )
         expected = {server.site.url(path) for path in server.site.expected_fetched()}
     assert report.outcome == "finished"
     conn = sqlite3.connect(tmp_path / "crawl.db")

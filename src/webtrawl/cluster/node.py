@@ -281,8 +281,9 @@ class Node:
         return await self._robots.rules(fetcher, host, keep)
 
     def tell(self, command: str) -> None:
-        """Obey the crawl's `command` now (on the loop), as the next heartbeat would: the coordinator tells its
-        own node the end it declared instead of letting it wait up to `HEARTBEAT` to read it."""
+        """Obey the crawl's `command` now, as the next heartbeat would; call it from the loop's thread. The
+        coordinator tells its own node the end it declared instead of letting it wait up to `HEARTBEAT` to
+        read it. Before the node's frontier is open it does nothing: the first heartbeat reads the command."""
         if self._obey_now is not None:
             self._obey_now(command)
 
