@@ -241,10 +241,10 @@ class Node:
         )
         loop = asyncio.get_running_loop()
 
-        self._obey_now = functools.partial(self._obey, engine, frontier)
+        obey = self._obey_now = functools.partial(self._obey, engine, frontier)
 
         def on_control(command: str) -> None:
-            loop.call_soon_threadsafe(self._obey, engine, frontier, command)
+            loop.call_soon_threadsafe(obey, command)
 
         def on_gone() -> None:
             loop.call_soon_threadsafe(self._lost, engine)
