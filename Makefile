@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast lint bench bench-frontier bench-redis bench-media bench-stream bench-recrawl bench-render screenshots clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml src/webtrawl/parse/_simhash.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'

@@ -10,6 +10,7 @@ import statistics
 import pytest
 from xxhash import xxh3_64_intdigest
 
+from webtrawl.parse import simhash as module
 from webtrawl.parse.simhash import MAX_CHARS, MAX_TOKENS, MIN_FEATURES, bands, hamming, simhash
 
 VOCABULARY = [f"{first}{second}{third}" for first in "bdklmprst" for second in "aeiou" for third in "lmnrst"]
@@ -50,7 +51,31 @@ def textbook_simhash(page: str) -> int | None:
     ],
 )
 def test_equals_the_textbook_count(page: str) -> None:
-    assert simhash(page) == textbook_simhash(page)
+    assert simhash(page) == python_simhash(page) == textbook_simhash(page)
+
+
+def python_simhash(page: str) -> int | None:
+    """The module's Python version, which computes the hash where the compiled one was not built."""
+    return module._simhash_words(module._words(page[:MAX_CHARS]), MAX_TOKENS)
+
+
+def test_the_compiled_version_is_built() -> None:
+    # Installs without xxHash's header fall back to the Python version; CI installs it, so both are tested.
+    assert module._compiled is not None, "webtrawl.parse._simhash was not built (is libxxhash-dev installed?)"
+
+
+def test_compiled_and_python_versions_agree_on_any_text() -> None:
+    """Any characters at all: every plane of Unicode, lone surrogates, combining marks, characters whose lower
+    case is longer (İ), digits of other scripts, control characters, and runs of separators of every kind."""
+    rng = random.Random(17)
+    common = [*"abc xyz_09 .,;—’\u00a0\t\nİΣς\u0307²①٣日本", "  ", ". ", "\ud800", "\U0001f600"]
+    for round_ in range(600):
+        length = rng.choice([0, 9, 12, 40, 400, 3000])
+        pool = common if round_ % 3 else [chr(rng.randrange(0x110000)) for _ in range(40)] + [" "] * 10
+        page = "".join(rng.choices(pool, k=length))
+        if round_ % 5 == 0:  # few distinct words: the "too few distinct shingles" rule
+            page = " ".join(rng.choices(["spam", "ham", "eggs", page[:3]], k=length // 4))
+        assert simhash(page) == python_simhash(page), repr(page[:200])
 
 
 def test_identical_text_gives_the_same_stored_value() -> None:
