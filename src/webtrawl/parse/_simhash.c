@@ -2,12 +2,15 @@
 `MAX_CHARS` characters.
 
 Python's fastest version (lower-casing, splitting, joining 3-word shingles, hashing each, counting bits over
-one big integer) costs ~360 µs a page of 2,000 words, and the hashing stage was a fifth of a crawl's CPU;
-this one pass over the text's UTF-8 costs ~30 µs. The result is the same hash, bit for bit: the same words
-(runs of characters that Python's `\w` matches, judged by Python's own Unicode database), the same shingles
+one big integer) costs ~430 µs a page of the benchmark site, and the hashing stage was a fifth of a crawl's
+CPU; this costs a tenth of that. The result is the same hash, bit for bit: the same words (runs of characters
+that Python's `\w` matches, judged by Python's own Unicode database, after `str.lower`), the same shingles
 (words joined by one space), the same xxh3 of each (the xxHash library's code, inlined from its header), the
 same majority. The Python version stays as the fallback where this is not built, and as the reference the
 tests compare it to.
+
+It works in two passes: the text's words are written out joined by single spaces, so that every shingle is
+one run of those bytes; then each shingle is hashed and its bits counted at once, keeping no list.
 
 One difference, on purpose: "fewer than 8 distinct shingles" is judged by their hashes where Python compares
 the shingles themselves; they differ only if two of a page's shingles collide in 64 bits.
@@ -22,16 +25,171 @@ the shingles themselves; they differ only if two of a page's shingles collide in
 #include <xxhash.h>
 
 #define MIN_FEATURES 8
-#define WORDS_PER_FLUSH 255 /* a byte lane overflows after 255 additions */
+#define HASHES_PER_FLUSH 255 /* a byte lane overflows after 255 additions */
 
 /* Byte value -> 8 bytes, byte k being bit k of the value: adding these counts 8 bits at once. */
 static uint64_t spread[256];
-/* Whether an ASCII byte is a word character: letters, digits and '_'. */
-static unsigned char word_byte[128];
+/* Whether an ASCII character is a word character: letters, digits and '_'. */
+static unsigned char ascii_word[128];
+/* Latin-1 character -> its lower case's UTF-8 (1 or 2 bytes, the count in [0]), or [0] == 0 when the lower
+   case is not a word character. Within Latin-1 every character's lower case is one Latin-1 character,
+   whatever its context (checked when the module loads). */
+static unsigned char latin1_word[256][3];
 
+/* The text's words, lower-cased, as UTF-8, joined by single spaces (with one after the last). */
 typedef struct {
-    Py_ssize_t start, end;
-} Span;
+    unsigned char *data;
+    Py_ssize_t size, count;
+} Words;
+
+/* Most pages are Latin-1 (one byte a character in memory): their words are read here in one pass, a fifth of
+   the cost of `str.lower` and an encoding. */
+static void
+latin1_words(const Py_UCS1 *text, Py_ssize_t length, Py_ssize_t max_words, Words *words)
+{
+    unsigned char *out = words->data;
+    int in_word = 0;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        const unsigned char *lower = latin1_word[text[i]];
+        if (lower[0]) {
+            if (!in_word && words->count == max_words)
+                break;
+            out[0] = lower[1];
+            out[1] = lower[2];
+            out += lower[0];
+            words->count += !in_word;
+            in_word = 1;
+        } else if (in_word) {
+            *out++ = ' ';
+            in_word = 0;
+        }
+    }
+    if (in_word)
+        *out++ = ' ';
+    words->size = out - words->data;
+}
+
+/* Bytes in the UTF-8 sequence that starts with `lead` (valid UTF-8, as Python wrote it). */
+static inline int
+character_width(unsigned char lead)
+{
+    return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
+
+static inline int
+is_word(const unsigned char *character, int width)
+{
+    if (width == 1)
+        return ascii_word[character[0]];
+    Py_UCS4 code = character[0] & (0x7F >> width);
+    for (int k = 1; k < width; k++)
+        code = code << 6 | (character[k] & 0x3F);
+    return Py_UNICODE_ISALNUM(code);
+}
+
+/* The words of a lower-cased text's UTF-8 (lone surrogates written as by "surrogatepass"). */
+static void
+utf8_words(const unsigned char *text, Py_ssize_t size, Py_ssize_t max_words, Words *words)
+{
+    unsigned char *out = words->data;
+    int in_word = 0;
+    for (Py_ssize_t i = 0; i < size;) {
+        int width = character_width(text[i]);
+        if (is_word(text + i, width)) {
+            if (!in_word && words->count == max_words)
+                break;
+            memcpy(out, text + i, (size_t)width);
+            out += width;
+            words->count += !in_word;
+            in_word = 1;
+        } else if (in_word) {
+            *out++ = ' ';
+            in_word = 0;
+        }
+        i += width;
+    }
+    if (in_word)
+        *out++ = ' ';
+    words->size = out - words->data;
+}
+
+/* Fills `words` from `text`; -1 with an exception set on failure. */
+static int
+read_words(PyObject *text, Py_ssize_t max_words, Words *words)
+{
+    words->count = 0;
+    if (PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND) {
+        Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+        if ((words->data = PyMem_Malloc((size_t)(2 * length + 1))) == NULL)
+            return PyErr_NoMemory(), -1;
+        latin1_words(PyUnicode_1BYTE_DATA(text), length, max_words, words);
+        return 0;
+    }
+    /* Other texts need `str.lower`'s full rules: İ becomes two characters, a final Σ a ς. */
+    PyObject *lowered = PyObject_CallMethod(text, "lower", NULL);
+    PyObject *utf8 = lowered == NULL ? NULL : PyUnicode_AsEncodedString(lowered, "utf-8", "surrogatepass");
+    Py_XDECREF(lowered);
+    if (utf8 == NULL)
+        return -1;
+    Py_ssize_t size = PyBytes_GET_SIZE(utf8);
+    if ((words->data = PyMem_Malloc((size_t)size + 1)) == NULL) {
+        Py_DECREF(utf8);
+        return PyErr_NoMemory(), -1;
+    }
+    utf8_words((const unsigned char *)PyBytes_AS_STRING(utf8), size, max_words, words);
+    Py_DECREF(utf8);
+    return 0;
+}
+
+/* The bit counts of the hashes seen so far, 8 bits at a time in byte lanes, flushed before they overflow. */
+typedef struct {
+    uint64_t lanes[8];
+    uint32_t bits[64];
+    Py_ssize_t count;
+    uint64_t first[MIN_FEATURES];
+} Tally;
+
+static void
+flush(Tally *tally)
+{
+    for (int byte = 0; byte < 8; byte++) {
+        for (int bit = 0; bit < 8; bit++)
+            tally->bits[8 * byte + bit] += (tally->lanes[byte] >> (8 * bit)) & 0xFF;
+        tally->lanes[byte] = 0;
+    }
+}
+
+static inline void
+add(Tally *tally, uint64_t hash)
+{
+    if (tally->count < MIN_FEATURES)
+        tally->first[tally->count] = hash;
+    for (int byte = 0; byte < 8; byte++)
+        tally->lanes[byte] += spread[(hash >> (8 * byte)) & 0xFF];
+    if (++tally->count % HASHES_PER_FLUSH == 0)
+        flush(tally);
+}
+
+/* The hash of each 3-word shingle into `tally`, and into `all` when given (room for `words->count`). */
+static void
+hash_shingles(const Words *words, Tally *tally, uint64_t *all)
+{
+    const unsigned char *data = words->data, *end = data + words->size;
+    const unsigned char *starts[3] = {data, NULL, NULL};
+    for (Py_ssize_t word = 1; word <= words->count; word++) {
+        /* starts[k % 3] is where word k (from 0) starts; word - 1 ends at the next space. */
+        const unsigned char *from = starts[(word - 1) % 3];
+        const unsigned char *space = memchr(from, ' ', (size_t)(end - from));
+        if (word >= 3) {
+            const unsigned char *first = starts[word % 3];
+            uint64_t hash = XXH3_64bits(first, (size_t)(space - first));
+            if (all != NULL)
+                all[word - 3] = hash;
+            add(tally, hash);
+        }
+        starts[word % 3] = space + 1;
+    }
+}
 
 static int
 compare(const void *a, const void *b)
@@ -40,116 +198,30 @@ compare(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Whether `hashes` holds at least `wanted` distinct values. It sorts them, which the majority does not mind;
-   only called on the rare text with a repeat among its first shingles. */
+/* Whether the text has at least MIN_FEATURES distinct shingles: settled by the first ones in real text, else
+   by sorting all their hashes. 0, 1, or -1 with an exception set. */
 static int
-distinct_at_least(uint64_t *hashes, Py_ssize_t count, Py_ssize_t wanted)
+enough_features(const Words *words, const Tally *tally)
 {
-    qsort(hashes, (size_t)count, sizeof *hashes, compare);
-    Py_ssize_t distinct = count > 0;
-    for (Py_ssize_t i = 1; i < count && distinct < wanted; i++)
-        distinct += hashes[i] != hashes[i - 1];
-    return distinct >= wanted;
-}
-
-static int
-first_distinct(const uint64_t *hashes)
-{
+    if (tally->count < MIN_FEATURES)
+        return 0;
+    int repeated = 0;
     for (int i = 0; i < MIN_FEATURES; i++)
         for (int j = 0; j < i; j++)
-            if (hashes[i] == hashes[j])
-                return 0;
-    return 1;
-}
-
-static uint64_t
-majority(const uint64_t *hashes, Py_ssize_t count)
-{
-    uint32_t bits[64] = {0};
-    for (Py_ssize_t done = 0; done < count; done += WORDS_PER_FLUSH) {
-        uint64_t lanes[8] = {0};
-        Py_ssize_t end = done + WORDS_PER_FLUSH < count ? done + WORDS_PER_FLUSH : count;
-        for (Py_ssize_t i = done; i < end; i++)
-            for (int byte = 0; byte < 8; byte++)
-                lanes[byte] += spread[(hashes[i] >> (8 * byte)) & 0xFF];
-        for (int byte = 0; byte < 8; byte++)
-            for (int bit = 0; bit < 8; bit++)
-                bits[8 * byte + bit] += (lanes[byte] >> (8 * bit)) & 0xFF;
-    }
-    uint64_t result = 0;
-    for (int bit = 0; bit < 64; bit++)
-        if (2 * (uint64_t)bits[bit] > (uint64_t)count)
-            result |= (uint64_t)1 << bit;
-    return result;
-}
-
-/* Bytes in the UTF-8 sequence that starts with `lead` (valid UTF-8, as Python made it). */
-static inline int
-character_width(unsigned char lead)
-{
-    return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-}
-
-/* The width of the character at `data[i]` if it is a word character as Python's `\w` sees it (alphanumeric
-   or '_'), else 0. */
-static inline int
-word_character(const unsigned char *data, Py_ssize_t i)
-{
-    unsigned char lead = data[i];
-    if (lead < 0x80)
-        return word_byte[lead];
-    int width = character_width(lead);
-    Py_UCS4 code = lead & (0x7F >> width);
-    for (int k = 1; k < width; k++)
-        code = code << 6 | (data[i + k] & 0x3F);
-    return Py_UNICODE_ISALNUM(code) ? width : 0;
-}
-
-/* Hashes of the 3-word shingles of `data`'s first `max_words` words into `hashes`; returns their count. */
-static Py_ssize_t
-shingle_hashes(const unsigned char *data, Py_ssize_t size, Py_ssize_t max_words, uint64_t *hashes,
-               unsigned char *scratch, Span *words)
-{
-    int width;
-    Py_ssize_t count = 0, i = 0;
-    while (count < max_words) {
-        while (i < size && !(width = word_character(data, i)))
-            i += character_width(data[i]);
-        if (i == size)
-            break;
-        words[count].start = i;
-        while (i < size && (width = word_character(data, i)))
-            i += width;
-        words[count++].end = i;
-    }
-    for (Py_ssize_t w = 0; w + 2 < count; w++) {
-        const Span *a = &words[w], *b = a + 1, *c = a + 2;
-        if (b->start == a->end + 1 && c->start == b->end + 1 && data[a->end] == ' ' && data[b->end] == ' ') {
-            /* Words one space apart, as in most text: the shingle is the data itself. */
-            hashes[w] = XXH3_64bits(data + a->start, (size_t)(c->end - a->start));
-            continue;
-        }
-        unsigned char *out = scratch;
-        for (const Span *s = a; s <= c; s++) {
-            memcpy(out, data + s->start, (size_t)(s->end - s->start));
-            out += s->end - s->start;
-            *out++ = ' ';
-        }
-        hashes[w] = XXH3_64bits(scratch, (size_t)(out - 1 - scratch));
-    }
-    return count < 3 ? 0 : count - 2;
-}
-
-/* The text lower-cased, as UTF-8 bytes with lone surrogates kept (as Python's "surrogatepass" writes them). */
-static PyObject *
-lowered_utf8(PyObject *text)
-{
-    PyObject *lowered = PyObject_CallMethod(text, "lower", NULL);
-    if (lowered == NULL)
-        return NULL;
-    PyObject *data = PyUnicode_AsEncodedString(lowered, "utf-8", "surrogatepass");
-    Py_DECREF(lowered);
-    return data;
+            repeated |= tally->first[i] == tally->first[j];
+    if (!repeated)
+        return 1;
+    uint64_t *all = PyMem_Malloc(sizeof(uint64_t) * (size_t)tally->count);
+    if (all == NULL)
+        return PyErr_NoMemory(), -1;
+    Tally again = {0};
+    hash_shingles(words, &again, all);
+    qsort(all, (size_t)again.count, sizeof *all, compare);
+    Py_ssize_t distinct = 1;
+    for (Py_ssize_t i = 1; i < again.count && distinct < MIN_FEATURES; i++)
+        distinct += all[i] != all[i - 1];
+    PyMem_Free(all);
+    return distinct >= MIN_FEATURES;
 }
 
 static PyObject *
@@ -162,32 +234,23 @@ simhash(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t max_words = PyLong_AsSsize_t(args[1]);
     if (max_words == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *data = lowered_utf8(args[0]);
-    if (data == NULL)
+    Words words;
+    if (read_words(args[0], max_words < 0 ? 0 : max_words, &words) < 0)
         return NULL;
-    const unsigned char *bytes = (const unsigned char *)PyBytes_AS_STRING(data);
-    Py_ssize_t size = PyBytes_GET_SIZE(data);
-    /* A text of n bytes has at most n / 2 + 1 words. */
-    Py_ssize_t most = size / 2 + 1 < max_words ? size / 2 + 1 : max_words < 0 ? 0 : max_words;
-    Span *words = PyMem_Malloc(sizeof(Span) * (size_t)(most + 1));
-    uint64_t *hashes = PyMem_Malloc(sizeof(uint64_t) * (size_t)(most + 1));
-    unsigned char *scratch = PyMem_Malloc((size_t)size + 3);
-    PyObject *result = NULL;
-    if (words == NULL || hashes == NULL || scratch == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_ssize_t count = shingle_hashes(bytes, size, most, hashes, scratch, words);
-    if (count < MIN_FEATURES || (!first_distinct(hashes) && !distinct_at_least(hashes, count, MIN_FEATURES)))
-        result = Py_NewRef(Py_None);
-    else
-        result = PyLong_FromLongLong((long long)majority(hashes, count));
-done:
-    PyMem_Free(words);
-    PyMem_Free(hashes);
-    PyMem_Free(scratch);
-    Py_DECREF(data);
-    return result;
+    Tally tally = {0};
+    hash_shingles(&words, &tally, NULL);
+    flush(&tally);
+    int enough = enough_features(&words, &tally);
+    PyMem_Free(words.data);
+    if (enough < 0)
+        return NULL;
+    if (!enough)
+        Py_RETURN_NONE;
+    uint64_t majority = 0;
+    for (int bit = 0; bit < 64; bit++)
+        if (2 * (uint64_t)tally.bits[bit] > (uint64_t)tally.count)
+            majority |= (uint64_t)1 << bit;
+    return PyLong_FromLongLong((long long)majority);
 }
 
 static PyMethodDef methods[] = {
@@ -204,6 +267,31 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
+/* Fills `latin1_word[value]` from Python's own `str.lower` and `\w`. */
+static int
+learn_latin1(int value)
+{
+    PyObject *character = PyUnicode_FromOrdinal(value);
+    PyObject *lower = character == NULL ? NULL : PyObject_CallMethod(character, "lower", NULL);
+    Py_XDECREF(character);
+    if (lower == NULL)
+        return -1;
+    Py_UCS4 code = PyUnicode_GET_LENGTH(lower) == 1 ? PyUnicode_READ_CHAR(lower, 0) : 0x100;
+    Py_DECREF(lower);
+    if (code > 0xFF) {
+        PyErr_Format(PyExc_ImportError, "the lower case of U+%04X is not one Latin-1 character", value);
+        return -1;
+    }
+    unsigned char *entry = latin1_word[value];
+    if (!(code < 0x80 ? ascii_word[code] : Py_UNICODE_ISALNUM(code)))
+        entry[0] = 0;
+    else if (code < 0x80)
+        entry[0] = 1, entry[1] = (unsigned char)code;
+    else
+        entry[0] = 2, entry[1] = (unsigned char)(0xC0 | code >> 6), entry[2] = (unsigned char)(0x80 | (code & 0x3F));
+    return 0;
+}
+
 PyMODINIT_FUNC
 PyInit__simhash(void)
 {
@@ -214,7 +302,10 @@ PyInit__simhash(void)
         spread[value] = lanes;
     }
     for (int value = 0; value < 128; value++)
-        word_byte[value] = (value >= '0' && value <= '9') || (value >= 'a' && value <= 'z') ||
-                           (value >= 'A' && value <= 'Z') || value == '_';
+        ascii_word[value] = (value >= '0' && value <= '9') || (value >= 'a' && value <= 'z') ||
+                            (value >= 'A' && value <= 'Z') || value == '_';
+    for (int value = 0; value < 256; value++)
+        if (learn_latin1(value) < 0)
+            return NULL;
     return PyModule_Create(&module);
 }
