@@ -4,6 +4,7 @@ up when too slow; what is read is the same wherever it runs."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import gzip
 import os
 import signal
@@ -16,6 +17,7 @@ import pytest
 from webtrawl.parse.analysis import PageInput, analyze
 from webtrawl.parse.guarded import GuardedParser, ParseFailed
 from webtrawl.parse.simhash import simhash
+from webtrawl.parse.worker import PIPE_SIZE, ParseWorker
 
 URL = "http://example.org/"
 TEXT = " ".join(f"word{i}" for i in range(40))
@@ -50,6 +52,23 @@ async def test_pages_read_at_once_each_get_their_own_answer() -> None:
     finally:
         await parser.close()
     assert [analysis.page.title for analysis in read if analysis.page] == [f"page {i}" for i in range(50)]
+
+
+async def test_the_pipes_to_and_from_the_worker_hold_many_pages() -> None:
+    """With Linux's default 64 KB a pipe held three pages, and the child stopped at each answer until the
+    crawl's loop came back to read it."""
+    worker = ParseWorker()
+    try:
+        await worker.analyze(page("<title>t</title>"))
+        assert worker.pid is not None
+        for end in (0, 1):  # the child's stdin and stdout, opened again through /proc
+            descriptor = os.open(f"/proc/{worker.pid}/fd/{end}", os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                assert fcntl.fcntl(descriptor, fcntl.F_GETPIPE_SZ) == PIPE_SIZE
+            finally:
+                os.close(descriptor)
+    finally:
+        await worker.close()
 
 
 async def test_the_worker_returns_the_decoded_text_and_body_only_when_asked() -> None:

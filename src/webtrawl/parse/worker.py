@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import pickle
 import signal
@@ -28,6 +29,8 @@ from typing import BinaryIO
 from .analysis import Analysis, PageInput, analyze
 
 _LENGTH = struct.Struct("!I")
+PIPE_SIZE = 1 << 20
+"""Bytes each pipe to and from the child holds (1 MB: Linux lets any process ask this much)."""
 
 
 class WorkerDied(Exception):
@@ -162,7 +165,17 @@ def serve(requests: BinaryIO, answers: BinaryIO) -> None:
         answers.flush()
 
 
+def _widen(pipes: tuple[int, ...]) -> None:
+    """Let each pipe hold about 25 pages (1 MB) instead of 3 (64 KB, Linux's default): with the default, the
+    crawl's loop wrote a page in several pieces and the child stopped at every answer until the loop came
+    back to read it (a fifth of the child's time was spent blocked writing)."""
+    for pipe in pipes:
+        with contextlib.suppress(AttributeError, OSError):  # not Linux, or over the system's pipe-max-size
+            fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+
+
 def main() -> None:
+    _widen((sys.stdin.fileno(), sys.stdout.fileno()))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_outlive_no_parent, args=(os.getppid(),), daemon=True).start()
     answers = sys.stdout.buffer
