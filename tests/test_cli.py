@@ -121,6 +121,25 @@ async def test_crawl_export_status_round_trip(site_server: SiteServer, tmp_path:
     assert code == 0 and "done" in status and "waiting" in status
 
 
+async def test_a_crawl_run_alone_does_not_load_the_distributed_or_stream_code(
+    site_server: SiteServer, tmp_path: Path
+) -> None:
+    """Redis's client and the HLS decryption's bindings cost 15 MB of memory that only distributed crawls
+    and encrypted streams use; `-X importtime` names every module the crawl's process loaded."""
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-X", "importtime", "-m", "webtrawl", "crawl", site_server.url, "--out", str(tmp_path)),
+        *(*FAST, "--max-pages", "20", "--quiet"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in err.decode().splitlines() if line.startswith("import time:")}
+    assert "webtrawl.crawler" in loaded and "aiohttp" in loaded
+    assert not {name for name in loaded if name.split(".")[0] in ("redis", "cryptography")}
+    assert "webtrawl.cluster.node" not in loaded
+
+
 async def test_resuming_a_crawl_whose_urls_were_normalized_otherwise_says_what_to_do(
     site_server: SiteServer, tmp_path: Path
 ) -> None:

@@ -18,19 +18,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
-from redis.exceptions import RedisError
 
 from . import __version__
 from .archive_commands import export, show
 from .cluster.events import Event
-from .cluster.frontier import Layout
-from .cluster.runs import run_coordinator, run_worker
-from .cluster.status import OBEY_WAIT, crawl_status
-from .cluster.status import OBEYED as DISTRIBUTED_OBEYED
-from .cluster.status import control as distributed_control
 from .config import CrawlConfig
 from .crawler import Crawler
 from .flags import GroupedCommand, crawl_options, layout_of
@@ -48,6 +42,11 @@ from .store.schedule import due_counts
 from .terminal import NAME_HELP, USAGE_ERRORS, fail, say
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
 from .web.site import Site
+
+# The distributed crawl's modules (the cluster package and Redis's client, 9 MB) are imported by the
+# commands and passes that use them, so that an embedded crawl's process does not carry them.
+if TYPE_CHECKING:
+    from .cluster.frontier import Layout
 
 T = TypeVar("T")
 
@@ -142,6 +141,8 @@ async def _embedded_pass(config: CrawlConfig, quiet: bool, interrupts: Interrupt
 async def _coordinator_pass(
     config: CrawlConfig, redis_url: str, layout: Layout, fetch: bool, quiet: bool, interrupts: Interrupts
 ) -> tuple[CrawlReport, Nodes]:
+    from .cluster.runs import run_coordinator
+
     def on_event(event: Event) -> None:
         say(describe(event))
 
@@ -196,6 +197,8 @@ def _finish(report: CrawlReport, output: Output, *, final: bool = True) -> None:
 def status(directory: Path | None, name: str | None, redis_url: str | None) -> None:
     """Print the frontier's counts of a crawl directory (or of a distributed crawl, with --redis)."""
     if redis_url is not None:
+        from .cluster.status import crawl_status
+
         print_status(_run(crawl_status(redis_url, name or DEFAULT_NAME)))
         return
     if directory is None:
@@ -308,7 +311,8 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 def _expected_leaf(exc: BaseException) -> str | None:
     if isinstance(exc, USAGE_ERRORS):
         return str(exc)
-    if isinstance(exc, RedisError):
+    redis = sys.modules.get("redis.exceptions")  # not loaded: the error cannot be one of its
+    if redis is not None and isinstance(exc, redis.RedisError):
         return f"Redis refused a command: {exc}"
     return None
 
@@ -327,6 +331,8 @@ def _expected_leaf(exc: BaseException) -> str | None:
 @click.option("--verbose", "-v", is_flag=True, help="Log details to stderr.")
 def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None, quiet: bool, verbose: bool) -> None:
     """Join a distributed crawl as a node; leave when it ends or is told to stop."""
+    from .cluster.runs import run_worker
+
     setup_logging(verbose)
     ended = _run(
         interruptible(
@@ -356,6 +362,10 @@ def control(command: str, directory: Path | None, redis_url: str | None, name: s
 
     Says which obeyed; exits 1 if one did not within a few seconds.
     """
+    from .cluster.status import OBEY_WAIT
+    from .cluster.status import OBEYED as DISTRIBUTED_OBEYED
+    from .cluster.status import control as distributed_control
+
     if redis_url is not None:
         name = name or DEFAULT_NAME
         states = _run(distributed_control(redis_url, name, command))
@@ -375,7 +385,7 @@ def control(command: str, directory: Path | None, redis_url: str | None, name: s
             fail(f"crawl {crawl!r} in {directory} is not running")
         sent = time.time()
         send_command(directory, crawl, command)
-        state = _wait_obeyed(directory, crawl, command, sent)
+        state = _wait_obeyed(directory, crawl, command, sent, OBEY_WAIT)
     except USAGE_ERRORS as exc:
         fail(str(exc))
     if state is None:
@@ -384,9 +394,10 @@ def control(command: str, directory: Path | None, redis_url: str | None, name: s
     click.echo(f"crawl {crawl!r} in {directory}: {state}")
 
 
-def _wait_obeyed(directory: Path, name: str, command: str, since: float) -> str | None:
-    """The state the crawl in `directory` shows once it obeyed `command` (it publishes one every second)."""
-    deadline = time.monotonic() + OBEY_WAIT
+def _wait_obeyed(directory: Path, name: str, command: str, since: float, wait: float) -> str | None:
+    """The state the crawl in `directory` shows once it obeyed `command` (it publishes one every second), if
+    within `wait` seconds."""
+    deadline = time.monotonic() + wait
     conn = connect(directory / DB_NAME, readonly=True)
     try:
         crawl_id = crawl_id_of(conn, name)

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .cluster.bloom import first_capacity
-from .cluster.frontier import Layout
-from .cluster.node import HEARTBEAT
 from .config import (
     CrawlConfig,
 )
 from .errors import ConfigError
 from .units import DURATION, SIZE
+
+if TYPE_CHECKING:
+    from .cluster.frontier import Layout
 
 
 def _same(value: Any) -> Any:
@@ -460,18 +461,19 @@ def crawl_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-MIN_LEASE_TTL = HEARTBEAT + 1.0
-"""Seconds a lease lasts at least: the heartbeat renews it every `HEARTBEAT` seconds."""
-
-
 def layout_of(
     config: CrawlConfig, partitions: int, dedup: str, expected_urls: int, fp_rate: float, lease_ttl: float
 ) -> Layout:
+    # Imported here, as in the CLI: only a distributed crawl needs Redis's client.
+    from .cluster.frontier import Layout
+    from .cluster.node import HEARTBEAT
+
     # A lease (and a shared host slot) is renewed at every heartbeat: it must outlast one, with a margin.
-    if partitions < 1 or expected_urls < 1 or not 0 < fp_rate < 1 or lease_ttl < MIN_LEASE_TTL:
+    shortest = HEARTBEAT + 1.0
+    if partitions < 1 or expected_urls < 1 or not 0 < fp_rate < 1 or lease_ttl < shortest:
         raise click.UsageError(
             "--partitions and --expected-urls must be ≥ 1, --fp-rate between 0 and 1, "
-            f"--lease-ttl ≥ {MIN_LEASE_TTL:g} s (a heartbeat and a margin)"
+            f"--lease-ttl ≥ {shortest:g} s (a heartbeat and a margin)"
         )
     return Layout(
         partitions=partitions,

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import BinaryIO, Literal, NamedTuple, TypeVar
 
 import aiohttp
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from yarl import URL
 
 from ..config import Quality
@@ -326,6 +325,9 @@ def _decrypt(body: bytes, key: bytes, segment: Segment) -> bytes:
     )
     if len(body) % 16:
         raise StreamError(f"segment {segment.url} is not whole AES blocks ({len(body)} bytes)", retryable=True)
+    # Imported here: its bindings add 6 MB to every crawl's memory, and few streams are encrypted.
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
     decryptor = Cipher(algorithms.AES(key), modes.CBC(iv)).decryptor()
     plain = decryptor.update(body) + decryptor.finalize()
     pad = plain[-1] if plain else 0
