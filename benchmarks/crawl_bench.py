@@ -313,6 +313,8 @@ def main() -> int:
                 url = stack.enter_context(Nginx(site, run_dir / "nginx")).url
                 print(f"nginx: serving {site.name} at {url}")
             print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} (busy CPUs slow pages/s)")
+            if "webtrawl" in crawlers and importlib.util.find_spec("webtrawl.parse._simhash") is None:
+                print("webtrawl's SimHash is not compiled (libxxhash-dev was missing at install): ~0.3 ms/page more")
             run = Run(url, run_dir, args.timeout, args.profile_format if args.profile else None, stamp)
             for name in crawlers:
                 print(f"running {name} …", flush=True)
