@@ -311,7 +311,7 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 def _expected_leaf(exc: BaseException) -> str | None:
     if isinstance(exc, USAGE_ERRORS):
         return str(exc)
-    redis = sys.modules.get("redis.exceptions")  # not loaded: the error cannot be one of its
+    redis = sys.modules.get("redis.exceptions")  # redis-py not loaded: the error is not one of its own
     if redis is not None and isinstance(exc, redis.RedisError):
         return f"Redis refused a command: {exc}"
     return None

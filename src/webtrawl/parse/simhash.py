@@ -20,7 +20,7 @@ A text with fewer than `MIN_FEATURES` distinct shingles gets no hash (`None`): a
 would otherwise match every other one, and on so few features one changed word moves the hash too far to
 judge anything.
 
-The whole of it is compiled (`_simhash.c`, ~10x faster) where xxHash's header was there at install;
+The whole of it is compiled (`_simhash.c`, ~8x faster) where xxHash's header was there at install;
 otherwise the Python version here computes it, to the same hashes.
 """
 
