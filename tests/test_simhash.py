@@ -78,6 +78,17 @@ def test_compiled_and_python_versions_agree_on_any_text() -> None:
         if round_ % 5 == 0:  # few distinct words: the "too few distinct shingles" rule
             page = " ".join(rng.choices(["spam", "ham", "eggs", page[:3]], k=length // 4))
         assert simhash(page) == python_simhash(page), repr(page[:200])
+        if module._compiled is not None and round_ % 4 == 0:  # the word limit anywhere, and none
+            for limit in (0, 1, 2, 3, MIN_FEATURES, 10, 11, 50):
+                expected = module._simhash_words(module._words(page), limit)
+                assert module._compiled(page, limit) == expected, (limit, repr(page[:200]))
+
+
+@pytest.mark.parametrize("extra", ["", " ’", " Σ", " 日本"])  # Latin-1 text, and three kinds of wider str
+def test_compiled_and_python_versions_agree_at_the_word_limit(extra: str) -> None:
+    for count in range(MAX_TOKENS - 3, MAX_TOKENS + 4):
+        page = extra + " " + text(count, count)
+        assert simhash(page) == python_simhash(page)
 
 
 def test_identical_text_gives_the_same_stored_value() -> None:

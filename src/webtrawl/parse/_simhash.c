@@ -32,8 +32,9 @@ static uint64_t spread[256];
 /* Whether an ASCII character is a word character: letters, digits and '_'. */
 static unsigned char ascii_word[128];
 /* Latin-1 character -> its lower case's UTF-8 (1 or 2 bytes, the count in [0]), or [0] == 0 when the lower
-   case is not a word character. Within Latin-1 every character's lower case is one Latin-1 character,
-   whatever its context (checked when the module loads). */
+   case is not a word character. Within Latin-1 every character's lower case is one Latin-1 character
+   (checked when the module loads) and depends on no context (`str.lower`'s only rule with context, the
+   final sigma, is outside Latin-1). */
 static unsigned char latin1_word[256][3];
 
 /* The text's words, lower-cased, as UTF-8, joined by single spaces (with one after the last). */
@@ -69,7 +70,8 @@ latin1_words(const Py_UCS1 *text, Py_ssize_t length, Py_ssize_t max_words, Words
     words->size = out - words->data;
 }
 
-/* Bytes in the UTF-8 sequence that starts with `lead` (valid UTF-8, as Python wrote it). */
+/* Bytes in the UTF-8 sequence that starts with `lead`: whole sequences, as Python wrote them (lone surrogates,
+   written by "surrogatepass", are 3-byte sequences like any other). */
 static inline int
 character_width(unsigned char lead)
 {
@@ -120,7 +122,7 @@ read_words(PyObject *text, Py_ssize_t max_words, Words *words)
     words->count = 0;
     if (PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND) {
         Py_ssize_t length = PyUnicode_GET_LENGTH(text);
-        if ((words->data = PyMem_Malloc((size_t)(2 * length + 1))) == NULL)
+        if (length > (PY_SSIZE_T_MAX - 1) / 2 || (words->data = PyMem_Malloc((size_t)(2 * length + 1))) == NULL)
             return PyErr_NoMemory(), -1;
         latin1_words(PyUnicode_1BYTE_DATA(text), length, max_words, words);
         return 0;
@@ -144,7 +146,7 @@ read_words(PyObject *text, Py_ssize_t max_words, Words *words)
 /* The bit counts of the hashes seen so far, 8 bits at a time in byte lanes, flushed before they overflow. */
 typedef struct {
     uint64_t lanes[8];
-    uint32_t bits[64];
+    uint64_t bits[64];
     Py_ssize_t count;
     uint64_t first[MIN_FEATURES];
 } Tally;
@@ -170,7 +172,8 @@ add(Tally *tally, uint64_t hash)
         flush(tally);
 }
 
-/* The hash of each 3-word shingle into `tally`, and into `all` when given (room for `words->count`). */
+/* The hash of each 3-word shingle into `tally` when given, and into `all` when given (room for the
+   `words->count - 2` shingles). */
 static void
 hash_shingles(const Words *words, Tally *tally, uint64_t *all)
 {
@@ -185,7 +188,8 @@ hash_shingles(const Words *words, Tally *tally, uint64_t *all)
             uint64_t hash = XXH3_64bits(first, (size_t)(space - first));
             if (all != NULL)
                 all[word - 3] = hash;
-            add(tally, hash);
+            if (tally != NULL)
+                add(tally, hash);
         }
         starts[word % 3] = space + 1;
     }
@@ -214,11 +218,10 @@ enough_features(const Words *words, const Tally *tally)
     uint64_t *all = PyMem_Malloc(sizeof(uint64_t) * (size_t)tally->count);
     if (all == NULL)
         return PyErr_NoMemory(), -1;
-    Tally again = {0};
-    hash_shingles(words, &again, all);
-    qsort(all, (size_t)again.count, sizeof *all, compare);
+    hash_shingles(words, NULL, all);
+    qsort(all, (size_t)tally->count, sizeof *all, compare);
     Py_ssize_t distinct = 1;
-    for (Py_ssize_t i = 1; i < again.count && distinct < MIN_FEATURES; i++)
+    for (Py_ssize_t i = 1; i < tally->count && distinct < MIN_FEATURES; i++)
         distinct += all[i] != all[i - 1];
     PyMem_Free(all);
     return distinct >= MIN_FEATURES;
@@ -227,15 +230,20 @@ enough_features(const Words *words, const Tally *tally)
 static PyObject *
 simhash(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+    /* An exact str: a subclass's own `lower` would be called for some texts and not for others. */
+    if (nargs != 2 || !PyUnicode_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "simhash(text: str, max_words: int)");
         return NULL;
     }
-    Py_ssize_t max_words = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t max_words = PyNumber_AsSsize_t(args[1], NULL); /* a huge count: as many as there can be */
     if (max_words == -1 && PyErr_Occurred())
         return NULL;
+    if (max_words < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_words must be >= 0");
+        return NULL;
+    }
     Words words;
-    if (read_words(args[0], max_words < 0 ? 0 : max_words, &words) < 0)
+    if (read_words(args[0], max_words, &words) < 0)
         return NULL;
     Tally tally = {0};
     hash_shingles(&words, &tally, NULL);
@@ -250,13 +258,14 @@ simhash(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (int bit = 0; bit < 64; bit++)
         if (2 * (uint64_t)tally.bits[bit] > (uint64_t)tally.count)
             majority |= (uint64_t)1 << bit;
-    return PyLong_FromLongLong((long long)majority);
+    /* As a signed 64-bit value (two's complement, without relying on an out-of-range conversion). */
+    return PyLong_FromLongLong(majority >> 63 ? -(long long)(~majority) - 1 : (long long)majority);
 }
 
 static PyMethodDef methods[] = {
     {"simhash", (PyCFunction)(void (*)(void))simhash, METH_FASTCALL,
      "simhash(text, max_words) -> int | None: the signed 64-bit SimHash of the 3-word shingles of the first "
-     "max_words words of text, or None for fewer than 8 distinct shingles."},
+     "max_words (>= 0) words of text, or None for fewer than 8 distinct shingles."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -279,7 +288,7 @@ learn_latin1(int value)
     Py_UCS4 code = PyUnicode_GET_LENGTH(lower) == 1 ? PyUnicode_READ_CHAR(lower, 0) : 0x100;
     Py_DECREF(lower);
     if (code > 0xFF) {
-        PyErr_Format(PyExc_ImportError, "the lower case of U+%04X is not one Latin-1 character", value);
+        PyErr_Format(PyExc_ImportError, "the lower case of character %d is not one Latin-1 character", value);
         return -1;
     }
     unsigned char *entry = latin1_word[value];

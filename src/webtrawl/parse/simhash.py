@@ -133,7 +133,8 @@ def _words(text: str) -> bytes:
 
 
 def _simhash_words(data: bytes, max_words: int) -> int | None:
-    """The SimHash of `_words`' bytes, up to their `max_words`-th word (the Python version)."""
+    """The SimHash of `_words`' bytes, up to their `max_words`-th word (the Python version): for 0 <=
+    `max_words` <= `MAX_TOKENS`, which `_majority`'s lanes are sized for."""
     shingles = _shingles(data, max_words)
     if _too_few(shingles):
         return None
