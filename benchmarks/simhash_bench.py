@@ -35,8 +35,8 @@ from webtrawl.parse.simhash import (
     MAX_TOKENS,
     _compiled,
     _majority,
+    _python_simhash,
     _shingles,
-    _simhash_words,
     _too_few,
     _words,
     simhash,
@@ -98,13 +98,9 @@ def simhash_bit_loop(text: str) -> int | None:
     return _signed(sum(1 << bit for bit in range(64) if votes[bit] > 0))
 
 
-def simhash_python(text: str) -> int | None:
-    return _simhash_words(_words(text), MAX_TOKENS)
-
-
 VARIANTS: dict[str, Callable[[str], int | None]] = {
     "compiled": simhash,
-    "python": simhash_python,
+    "python": lambda text: _python_simhash(text, MAX_TOKENS),
     "histograms": simhash_histograms,
     "lanes": simhash_lanes,
     "bit loop": simhash_bit_loop,

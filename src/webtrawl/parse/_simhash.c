@@ -2,8 +2,8 @@
 `MAX_CHARS` characters.
 
 Python's fastest version (lower-casing, splitting, joining 3-word shingles, hashing each, counting bits over
-one big integer) costs ~430 µs a page of the benchmark site, and the hashing stage was a fifth of a crawl's
-CPU; this costs a tenth of that. The result is the same hash, bit for bit: the same words (runs of characters
+one big integer) costs ~420 µs a page of the benchmark site, and the hashing stage was a fifth of a crawl's
+CPU; this costs an eighth of that. The result is the same hash, bit for bit: the same words (runs of characters
 that Python's `\w` matches, judged by Python's own Unicode database, after `str.lower`), the same shingles
 (words joined by one space), the same xxh3 of each (the xxHash library's code, inlined from its header), the
 same majority. The Python version stays as the fallback where this is not built, and as the reference the

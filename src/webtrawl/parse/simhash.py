@@ -82,10 +82,7 @@ def simhash(text: str) -> int | None:
     """The SimHash of `text` as a signed 64-bit int (as stored in SQLite), or None when it has fewer than
     `MIN_FEATURES` distinct shingles. Bit i is set when more of the text's shingles (counted with their
     repetitions) have bit i set in their hash than not; a tie leaves it clear."""
-    text = text[:MAX_CHARS]
-    if _compiled is not None:
-        return _compiled(text, MAX_TOKENS)
-    return _simhash_words(_words(text), MAX_TOKENS)
+    return (_compiled or _python_simhash)(text[:MAX_CHARS], MAX_TOKENS)
 
 
 def hamming(a: int, b: int) -> int:
@@ -132,10 +129,10 @@ def _words(text: str) -> bytes:
     return data
 
 
-def _simhash_words(data: bytes, max_words: int) -> int | None:
-    """The SimHash of `_words`' bytes, up to their `max_words`-th word (the Python version): for 0 <=
+def _python_simhash(text: str, max_words: int) -> int | None:
+    """The SimHash of `text`'s first `max_words` words, as the compiled `simhash` computes it: for 0 <=
     `max_words` <= `MAX_TOKENS`, which `_majority`'s lanes are sized for."""
-    shingles = _shingles(data, max_words)
+    shingles = _shingles(_words(text), max_words)
     if _too_few(shingles):
         return None
     majority = _majority(b"".join(map(xxh3_64_digest, shingles)), len(shingles))
