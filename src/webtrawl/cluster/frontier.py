@@ -439,8 +439,8 @@ class RedisFrontier:
                     # As a memoryview, redis-py sends the entry as it is: for a command holding one it packs
                     # with its Python serializer, where hiredis's copies every argument into one buffer (1.8 ms
                     # for a call of 64 pages, 0.08 ms without the copy).
-                    entry = memoryview(encode_completion(item, self._leases.node))
-                    args += [fp_bytes(item.entry.fp), item.verdict, delay, entry]
+                    result = memoryview(encode_completion(item, self._leases.node))
+                    args += [fp_bytes(item.entry.fp), item.verdict, delay, result]
                 reply = await self._script("completing", self._scripts.complete, p, args)
                 if reply is None:
                     self._fenced(p, len(chunk))
