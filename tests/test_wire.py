@@ -6,6 +6,7 @@ import json
 from dataclasses import MISSING, fields
 
 import pytest
+from redis.asyncio.connection import Connection
 
 from webtrawl.cluster.wire import VERSION, decode_completion, encode_completion
 from webtrawl.models import Capture, Completion, Entry, MediaFile, NewURL, Previous, Resource, WarcLocation
@@ -236,3 +237,11 @@ def test_an_unknown_version_is_refused(version) -> None:
 def test_something_else_is_refused_with_a_value_error(data: bytes) -> None:
     with pytest.raises(ValueError):
         decode_completion(data)
+
+
+def test_a_page_entry_goes_to_redis_without_a_copy() -> None:
+    """`RedisFrontier.complete` hands redis-py each entry as a memoryview, which it sends as it is; its hiredis
+    packer would copy every argument of the call into one buffer (1.8 ms for 64 pages' entries, against 0.08)."""
+    page_entry = memoryview(b"x" * 24_000)
+    args = ("EVALSHA", "0" * 40, 1, "counters", "token", b"\0" * 8, "done", 0, page_entry)
+    assert any(part is page_entry for part in Connection().pack_command(*args))
