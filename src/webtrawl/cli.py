@@ -348,14 +348,38 @@ def _expected_leaf(exc: BaseException) -> str | None:
 @click.option("--concurrency", type=int, help="Fetches in flight on this node (default: the crawl's).")
 @click.option("--quiet", "-q", is_flag=True, help="Only the final summary line.")
 @click.option("--verbose", "-v", is_flag=True, help="Log details to stderr.")
-def worker(redis_url: str, name: str, out: Path | None, concurrency: int | None, quiet: bool, verbose: bool) -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Log lines as text, or as one JSON object each.",
+)
+@click.option("--attached", is_flag=True, hidden=True, help="Started by `crawl --redis` as its node (cluster.ownnode).")
+def worker(
+    redis_url: str,
+    name: str,
+    out: Path | None,
+    concurrency: int | None,
+    quiet: bool,
+    verbose: bool,
+    log_format: str,
+    attached: bool,
+) -> None:
     """Join a distributed crawl as a node; leave when it ends or is told to stop."""
     from .cluster.runs import run_worker
 
-    setup_logging(verbose)
+    setup_logging(verbose, log_format)
     ended = _run(
         interruptible(
-            lambda interrupts: run_worker(redis_url, name, out=out, concurrency=concurrency, interrupts=interrupts),
+            lambda interrupts: run_worker(
+                redis_url,
+                name,
+                out=out,
+                concurrency=concurrency,
+                interrupts=interrupts,
+                coordinator_pipe=sys.stdin.fileno() if attached else None,
+            ),
             say,
         )
     )

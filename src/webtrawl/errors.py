@@ -48,6 +48,10 @@ class CrawlGone(StoreError):
     """The crawl's settings are no longer in Redis (a Redis restarted with nothing on disk, or flushed)."""
 
 
+class NodeExited(WebtrawlError):
+    """The node `webtrawl crawl --redis` started beside itself failed; it said why on stderr."""
+
+
 class FetchError(WebtrawlError):
     """A request failed before a usable response arrived."""
 

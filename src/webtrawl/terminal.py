@@ -9,10 +9,10 @@ from typing import NoReturn
 
 import click
 
-from .errors import ConfigError, InvalidURL, StoreError
+from .errors import ConfigError, InvalidURL, NodeExited, StoreError
 
-USAGE_ERRORS = (ConfigError, InvalidURL, StoreError)
-"""What a user's mistake raises: told in one line, never as a traceback."""
+USAGE_ERRORS = (ConfigError, InvalidURL, StoreError, NodeExited)
+"""What a user's mistake raises, or a failure told already: in one line, never as a traceback."""
 NAME_HELP = "The crawl (default: the directory's only crawl)."
 
 

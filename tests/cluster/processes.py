@@ -179,6 +179,26 @@ def node_of(url: str, pid: int) -> str:
     raise AssertionError(f"no node registered with pid {pid}")
 
 
+def node_pids(url: str) -> set[int]:
+    """The process ids of the nodes registered so far."""
+    with redis.Redis.from_url(url) as client:
+        return {json.loads(info)["pid"] for info in client.hgetall(KEYS.nodes).values()}
+
+
+def wait_until_gone(pid: int, timeout: float = 20) -> None:
+    """Until process `pid` has exited (a zombie no one reaps counts as exited)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except FileNotFoundError:
+            return
+        if state == "Z":
+            return
+        assert time.monotonic() < deadline, f"process {pid} still runs after {timeout} s"
+        time.sleep(0.1)
+
+
 def holders(url: str, partitions: int = 16) -> dict[int, str]:
     """Partition → the node holding its lease now."""
     with redis.Redis.from_url(url) as client:

@@ -4,6 +4,7 @@ nothing waits or runs anywhere for a grace period (a node alone cannot tell)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,7 +22,7 @@ from webtrawl.cluster.frontier import Layout, RedisFrontier
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
-from webtrawl.cluster.runs import run_coordinator
+from webtrawl.cluster.runs import run_coordinator, run_worker
 from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
 from webtrawl.fetch.robots import ALLOW_ALL
@@ -142,23 +143,44 @@ async def test_a_new_coordinator_gathers_what_a_dead_one_read_and_the_crawl_stil
         assert sum([await client.xlen(stream) for stream in streams]) == 0
 
 
-async def test_the_coordinators_own_node_ends_when_the_end_is_declared_not_at_its_next_heartbeat(
+async def test_the_coordinators_own_node_ends_when_told_the_end_not_at_its_next_heartbeat(
     redis_url: str, tmp_path: Path, monkeypatch
 ) -> None:
     """Heartbeats an hour apart (leases as long, since heartbeats renew them): a node that waited for a
-    heartbeat to read the end would still be crawling. (Without the coordinator telling it, this test fails
-    at its 120 s bound.)"""
+    heartbeat to read the end would still be crawling. The node runs here as the coordinator starts it
+    (`cluster.ownnode`), reading a pipe (in a directory of its own: a coordinator that does not fetch holds
+    its directory's lock); the test writes on the other end what `OwnNode.tell` writes once the
+    coordinator has declared the end. (Without it, this test fails at its 120 s bound.)"""
     monkeypatch.setattr(node_module, "HEARTBEAT", 3600.0)
     beats = []
     beat = node_module.Heartbeat.beat
     monkeypatch.setattr(node_module.Heartbeat, "beat", lambda self: (beats.append(1), beat(self))[1])
-    async with SiteServer(pages=20, calendar=False) as server:
-        config = fast_config(server.url, tmp_path, name="told")
-        report, _nodes = await asyncio.wait_for(
-            run_coordinator(config, redis_url, Layout(partitions=4, lease_ttl=3600.0)), 120
-        )
-        expected = {server.site.url(path) for path in server.site.expected_fetched()}
-    assert report.outcome == "finished"
+    keys = Keys("told")
+    read, write = os.pipe()
+    try:
+        client = await connect(redis_url)
+        async with SiteServer(pages=20, calendar=False) as server:
+            config = fast_config(server.url, tmp_path, name="told")
+            layout = Layout(partitions=4, lease_ttl=3600.0)
+            coordinating_task = asyncio.create_task(run_coordinator(config, redis_url, layout, fetch=False))
+            while not await client.hexists(keys.meta, "layout"):
+                await asyncio.sleep(0.05)
+            node = asyncio.create_task(
+                run_worker(redis_url, "told", out=tmp_path / "node", concurrency=4, coordinator_pipe=read)
+            )
+            while await client.get(keys.control) != b"finished":
+                assert not node.done(), node  # failed
+                await asyncio.sleep(0.05)
+            os.write(write, b"finished\n")
+            report, nodes = await asyncio.wait_for(coordinating_task, 120)
+            _node_id, node_report = await asyncio.wait_for(node, 120)
+            expected = {server.site.url(path) for path in server.site.expected_fetched()}
+    finally:
+        os.close(write)
+        os.close(read)
+        await client.aclose()
+    assert report.outcome == "finished" and node_report.outcome == "finished"
+    assert list(nodes) == ["node-01"] and nodes["node-01"]["outcome"] == "finished"
     conn = sqlite3.connect(tmp_path / "crawl.db")
     assert {url for (url,) in conn.execute("SELECT url FROM captures")} == expected
     assert len(beats) == 2  # both at the node's start: before its first claim, and as its thread starts

@@ -25,10 +25,12 @@ from tests.cluster.processes import (
     done_in_redis,
     holders,
     node_of,
+    node_pids,
     refetched,
     unfinished,
     wait_for_crawl,
     wait_for_done,
+    wait_until_gone,
     worker,
 )
 from tests.redis_servers import RedisServer
@@ -213,8 +215,10 @@ def test_a_restarted_coordinator_gathers_every_capture_once(tmp_path: Path) -> N
         wait_for_crawl(server.url)
         helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
         wait_for_done(server.url, 200)
+        own_node = next(pid for pid in node_pids(server.url) if pid != helper.pid)  # the coordinator's child
         os.kill(first.pid, signal.SIGKILL)
         first.popen.wait()
+        wait_until_gone(own_node)  # with its coordinator, as if it lived in its process
         second = coordinator(sites, server.url, tmp_path / "coord")  # waits for the dead one's lease to expire
         code, _out, err = second.finish()
         assert code == 0, err

@@ -11,7 +11,7 @@ from typing import Generic, TypeVar
 
 import pytest
 
-from tests.cluster.processes import coordinator, wait_for_crawl, worker
+from tests.cluster.processes import coordinator, node_of, wait_for_crawl, worker
 from tests.redis_servers import RedisServer
 from tests.sites import music_resolver
 from tests.sites.music import MusicSite
@@ -50,15 +50,19 @@ class Seeds:
         self.seeds = [url]
 
 
-def crawl_with_a_worker(seed: str, redis_url: str, tmp_path: Path, kinds: str) -> None:
-    """A coordinator (node-01, in tmp_path/coord) and a worker (node-02, in tmp_path/w1) collect `kinds`."""
+def crawl_with_a_worker(seed: str, redis_url: str, tmp_path: Path, kinds: str) -> dict[str, Path]:
+    """A coordinator (its node in tmp_path/coord) and a worker (in tmp_path/w1) collect `kinds`; returns
+    each node's directory by node id (whichever registered first is node-01)."""
     coord = coordinator(Seeds(seed), redis_url, tmp_path / "coord", "--media", kinds)  # type: ignore[arg-type]
     wait_for_crawl(redis_url)
     helper = worker(redis_url, tmp_path / "w1")
+    helper_id = node_of(redis_url, helper.pid)
     code, _stdout, stderr = coord.finish()
     assert code == 0, stderr
     code, _out, stderr = helper.finish()
     assert code == 0, stderr
+    own_id = "node-02" if helper_id == "node-01" else "node-01"
+    return {helper_id: tmp_path / "w1", own_id: tmp_path / "coord"}
 
 
 @pytest.mark.slow
@@ -66,7 +70,7 @@ def test_a_coordinator_and_a_worker_collect_every_track_once(tmp_path: Path, mon
     plugins = music_resolver.install(tmp_path / "plugins")
     monkeypatch.setenv("PYTHONPATH", f"{plugins}:{Path.cwd()}")
     with ThreadedSite(MusicSite()) as site, RedisServer() as server:
-        crawl_with_a_worker(site.url + "/", server.url, tmp_path, "audio,video")
+        homes = crawl_with_a_worker(site.url + "/", server.url, tmp_path, "audio,video")
         expected = {url for urls in site.expected.values() for url in urls}
         sha = {site.url + track.path: track.sha256 for track in site.tracks.values()}
         sha[site.url + "/files/clip.vtt"] = site.served("/files/clip.vtt").sha256
@@ -75,7 +79,6 @@ def test_a_coordinator_and_a_worker_collect_every_track_once(tmp_path: Path, mon
     rows = db.execute("SELECT task, url, sha256, path, node, error, page_url FROM media").fetchall()
     db.close()
     assert [row for row in rows if row[5]] == []
-    homes = {"node-01": tmp_path / "coord", "node-02": tmp_path / "w1"}
     by_task = {task: (url, digest, path, node, page) for task, url, digest, path, node, _error, page in rows}
     assert len(by_task) == len(rows)
     assert {url for task, (url, *_rest) in by_task.items() if task.startswith("generic:")} == expected
@@ -90,12 +93,11 @@ def test_a_coordinator_and_a_worker_collect_every_track_once(tmp_path: Path, mon
 @pytest.mark.slow
 def test_streams_are_collected_once_each_in_a_distributed_crawl(tmp_path: Path) -> None:
     with ThreadedSite(StreamSite()) as site, RedisServer() as server:
-        crawl_with_a_worker(site.url + "/", server.url, tmp_path, "video")
+        homes = crawl_with_a_worker(site.url + "/", server.url, tmp_path, "video")
         expected = {f"playlist:{site.url}{manifest_path(name)}": site.expected(name) for name in PAGES}
     db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
     rows = db.execute("SELECT task, path, node, error, stream FROM media").fetchall()
     db.close()
-    homes = {"node-01": tmp_path / "coord", "node-02": tmp_path / "w1"}
     assert sorted(task for task, *_rest in rows) == sorted(expected)
     for task, path, node, error, stream in rows:
         assert error is None and stream in ("hls", "dash")

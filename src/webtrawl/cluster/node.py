@@ -282,7 +282,7 @@ class Node:
 
     def tell(self, command: str) -> None:
         """Obey the crawl's `command` now, as the next heartbeat would; call it from the loop's thread. The
-        coordinator tells its own node the end it declared instead of letting it wait up to `HEARTBEAT` to
+        coordinator's own node is told the end this way (`ownnode`) instead of waiting up to `HEARTBEAT` to
         read it. Before the node's frontier is open it does nothing: the first heartbeat reads the command."""
         if self._obey_now is not None:
             self._obey_now(command)

@@ -131,12 +131,13 @@ async def _settings(client: Client, node: Redis | ClusterNode) -> dict[str, str]
     return found
 
 
-async def open_clients(url: str) -> tuple[Any, Any]:
-    """An asyncio client (`connect`, its server checked, warnings logged) and a blocking one for threads (the
-    heartbeat's, and the node table's reads)."""
+async def open_clients(url: str, *, warn: bool = True) -> tuple[Any, Any]:
+    """An asyncio client (`connect`, its server checked, warnings logged unless `warn` is off: a process another
+    one started, which logged them) and a blocking one for threads (the heartbeat's, the node table's reads)."""
     client = await connect(url)
     for warning in await check_server(client):
-        log.warning("%s", warning)
+        if warn:
+            log.warning("%s", warning)
     kind = redis.cluster.RedisCluster if isinstance(client, RedisCluster) else redis.Redis
     return client, kind.from_url(url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT)
 

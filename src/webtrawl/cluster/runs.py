@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import CrawlConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, NodeExited
 from ..interrupts import Interrupts
 from ..politeness import Politeness
 from ..stats import CrawlReport
@@ -27,6 +27,7 @@ from .frontier import Layout, RedisFrontier
 from .keys import Keys
 from .leases import Leases
 from .node import HEARTBEAT, Node, live_nodes, register
+from .ownnode import OwnNode, following_coordinator
 from .redisconn import cancel, open_clients, persist, pipelined
 from .restore import restore_if_due
 from .status import all_nodes
@@ -63,7 +64,15 @@ async def run_coordinator(
         try:
             config, layout = await create_or_join(client, keys, config, layout)
             return await _coordinate(
-                config, client, sync, keys, layout, lease, fetch=fetch, on_event=on_event, interrupts=interrupts
+                config,
+                client,
+                sync,
+                keys,
+                layout,
+                lease,
+                node_url=url if fetch else None,
+                on_event=on_event,
+                interrupts=interrupts,
             )
         finally:
             await lease.release()
@@ -80,12 +89,13 @@ async def _coordinate(
     layout: Layout,
     lease: CoordinatorLease,
     *,
-    fetch: bool,
+    node_url: str | None,
     on_event: Callable[[Event], None] | None,
     interrupts: Interrupts | None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
+    """`node_url`: the Redis its own node joins the crawl through, None for a coordinator that does not fetch."""
     # With a node of its own, the node takes the directory's lock; the coordinator writes another file.
-    async with open_crawl_directory(config, lock=not fetch) as opened:
+    async with open_crawl_directory(config, lock=node_url is None) as opened:
         out, db, crawl_id, gained = opened.out, opened.db, opened.crawl_id, opened.gained_hosts
         gatherer = Gatherer(
             client,
@@ -115,23 +125,16 @@ async def _coordinate(
         if await client.get(keys.control) in (b"stop", b"finished", b"idle"):
             await client.set(keys.control, "run")
         await client.delete(keys.report)
-        node_task: asyncio.Task[CrawlReport] | None = None
-        node: Node | None = None
+        node_task: asyncio.Task[None] | None = None
+        node: OwnNode | None = None
         outcome = "finished"
         interrupted = asyncio.Event()
         # A Ctrl-C from here on stops this process's node gracefully; before, it cancels the set-up.
         with interrupts.stopping(interrupted.set) if interrupts else contextlib.nullcontext():
             async with asyncio.TaskGroup() as tg:
-                if fetch:
-                    node = Node(
-                        config,
-                        client=client,
-                        sync_client=sync,
-                        keys=keys,
-                        layout=layout,
-                        node=await asyncio.to_thread(register, sync, keys),
-                    )
-                    node_task = tg.create_task(node.run())
+                if node_url is not None:
+                    node = await OwnNode.start(node_url, config)
+                    node_task = tg.create_task(_own_node(node, client, keys, layout))
                 renewing = tg.create_task(_renew(client, keys, layout, lease))
                 ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
                 stopping = tg.create_task(_watch_for_stop(client, keys))
@@ -145,17 +148,16 @@ async def _coordinate(
                 if ending in done:
                     end = "finished" if config.revisit.every is None else "idle"
                     await persist("declaring the end", lambda: client.set(keys.control, end))
-                    if node is not None and end == "idle":
-                        node.crawler.stop()  # this process's node; the workers wait for the next pass
-                    elif node is not None:
-                        node.tell(end)  # the workers read it at their next heartbeat
+                    if node is not None:
+                        # The workers read it at their next heartbeat and wait for the next pass if idle.
+                        node.tell("leave" if end == "idle" else end)
                 elif limits in done:
                     outcome = limits.result()  # the whole crawl was told to stop at --max-pages / --max-time
                     await _watch_for_stop(client, keys)
                 elif interrupt in done:
                     outcome = "interrupted"  # this process only: the crawl goes on in Redis
                     if node is not None:
-                        node.crawler.stop()
+                        node.tell("leave")
                 else:
                     outcome = "stopped"  # by `webtrawl control stop`: in-flight fetches finished, nothing lost
                 await cancel(watchers)
@@ -177,9 +179,7 @@ async def _coordinate(
             outcome=outcome,
             pages=sum(row["pages"] for row in nodes.values()),
             bytes=sum(row["bytes"] for row in nodes.values()),
-            elapsed=node.crawler.stats.elapsed
-            if node
-            else max((r.get("elapsed", 0) for r in reports.values()), default=0),
+            elapsed=max((r.get("elapsed", 0) for r in reports.values()), default=0),
             done_total=await db.run(_count_state, crawl_id, 2),
             failed_total=await db.run(_count_state, crawl_id, 3),
             waiting=counts[0],
@@ -187,6 +187,14 @@ async def _coordinate(
         )
         (out / f"{config.name}-nodes.json").write_text(json.dumps(nodes, indent=2, sort_keys=True))
         return report, nodes
+
+
+async def _own_node(node: OwnNode, client: Any, keys: Keys, layout: Layout) -> None:
+    try:
+        await node.wait()
+    except NodeExited:
+        await check_present(client, keys, layout.incarnation)  # the node failed because Redis lost the crawl
+        raise
 
 
 def _last_capture(conn: Any) -> int:
@@ -325,11 +333,19 @@ async def _final_reports(
 
 
 async def run_worker(
-    url: str, name: str, *, out: Path | None, concurrency: int | None, interrupts: Interrupts | None = None
+    url: str,
+    name: str,
+    *,
+    out: Path | None,
+    concurrency: int | None,
+    interrupts: Interrupts | None = None,
+    coordinator_pipe: int | None = None,
 ) -> tuple[str, CrawlReport]:
     """Join crawl `name` as a node; returns the node id and its report when the crawl ends or it is stopped
-    (with `interrupts`, the command's Ctrl-C, by an interrupt too: its fetches in flight finish)."""
-    client, sync = await open_clients(url)
+    (with `interrupts`, the command's Ctrl-C, by an interrupt too: its fetches in flight finish).
+
+    `coordinator_pipe`: this is the node a coordinator started (`ownnode`), told commands on this pipe."""
+    client, sync = await open_clients(url, warn=coordinator_pipe is None)
     try:
         keys = Keys(name)
         overrides: dict[str, Any] = {}
@@ -340,7 +356,11 @@ async def run_worker(
         if out is None:
             config = _with_out(config, Path(f"webtrawl-{node_id}"))
         node = Node(config, client=client, sync_client=sync, keys=keys, layout=layout, node=node_id)
-        with interrupts.stopping(node.crawler.stop) if interrupts else contextlib.nullcontext():
+        async with contextlib.AsyncExitStack() as stack:
+            if coordinator_pipe is not None:
+                await stack.enter_async_context(following_coordinator(node, coordinator_pipe))
+            if interrupts is not None:
+                stack.enter_context(interrupts.stopping(node.crawler.stop))
             return node_id, await node.run()
     finally:
         await client.aclose()
