@@ -4,6 +4,7 @@ nothing waits or runs anywhere for a grace period (a node alone cannot tell)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 from collections.abc import AsyncIterator
@@ -11,6 +12,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.crawls import fast_config
 from tests.redis_servers import blocking_client
@@ -184,3 +187,26 @@ async def test_the_coordinators_own_node_ends_when_told_the_end_not_at_its_next_
     conn = sqlite3.connect(tmp_path / "crawl.db")
     assert {url for (url,) in conn.execute("SELECT url FROM captures")} == expected
     assert len(beats) == 2  # both at the node's start: before its first claim, and as its thread starts
+
+
+async def test_a_failing_coordinator_has_its_node_give_its_partitions_back(redis_url: str, tmp_path: Path) -> None:
+    """A coordinator that fails (here: cancelled mid-crawl, as its task group cancels it when a watcher fails)
+    tells its node to leave: with leases of an hour, only a node that gave its partitions back leaves none
+    held, and it says it left."""
+    keys, layout = Keys("failing"), Layout(partitions=4, lease_ttl=3600.0)
+    client = await connect(redis_url)
+    try:
+        async with SiteServer(pages=300, calendar=False, delay=0.02) as server:
+            config = fast_config(server.url, tmp_path, name="failing")
+            coordinating_task = asyncio.create_task(run_coordinator(config, redis_url, layout))
+            while len(server.log) < 20:  # crawling
+                await asyncio.sleep(0.05)
+            coordinating_task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await coordinating_task
+            held = [await client.get(keys.lease(p)) for p in range(layout.partitions)]
+            nodes = {node.decode(): json.loads(info) for node, info in (await client.hgetall(keys.nodes)).items()}
+    finally:
+        await client.aclose()
+    assert held == [None] * layout.partitions
+    assert [info["state"] for info in nodes.values()] == ["left"]

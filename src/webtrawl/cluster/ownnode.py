@@ -2,17 +2,19 @@
 
 Crawling and gathering run in two processes so that they run on two cores. In one process, the node's
 fetching and archiving and the coordinator's gathering (decoding entries, the ingest's transactions, the
-search index's catch-up) took turns under one interpreter lock: one node made 0.68–0.78× the pages/s of an
-embedded crawl, and 0.86× as two processes (benchmarks/README.md, "Distributed on Redis").
+search index's catch-up) took turns under one interpreter lock: one node made 0.68–0.87× the pages/s of an
+embedded crawl, and 0.88–0.92× as two processes (benchmarks/README.md, "Distributed on Redis").
 
 The node is an ordinary worker, started with `--attached` in the coordinator's directory (it takes the
 directory's lock and writes its WARC files there; the coordinator writes its index beside them). It reads
 one-word commands from its stdin, which the coordinator writes:
 - `finished`: the end the coordinator declared, obeyed at once instead of at the node's next heartbeat;
-- `leave`: stop gracefully (fetches in flight finish), for the coordinator's Ctrl-C or an idle pass.
-Its stdin closing means the coordinator is gone (killed): the node exits at once, as it did when it lived in
-the coordinator's process, and its URLs in flight return to waiting when their leases expire. It runs in a
-session of its own, so a terminal's Ctrl-C reaches the coordinator alone, which tells it.
+- `leave`: stop gracefully (fetches in flight finish, the partitions are given back), for the coordinator's
+  Ctrl-C, an idle pass, or the coordinator's own failure.
+Its stdin closing means the coordinator is gone (killed): the node exits at once (once its set-up is done),
+as it did when it lived in the coordinator's process, and its URLs in flight return to waiting when their
+leases expire. It runs in a session of its own, so a terminal's Ctrl-C reaches the coordinator alone, which
+tells it; a signal sent to the node itself stops it as it stops any worker (exit code 130).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from .node import Node
 
 INTERRUPTED = 130
 """The exit code of a worker that stopped before the crawl ended (`webtrawl worker`)."""
+LEAVE_WAIT = 30.0
+"""Seconds a failing coordinator gives its node to leave gracefully before it kills it: a fetch's timeout."""
 
 
 class OwnNode:
@@ -39,7 +43,6 @@ class OwnNode:
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self._process = process
-        self._left = False
 
     @classmethod
     async def start(cls, redis_url: str, config: CrawlConfig) -> OwnNode:
@@ -56,27 +59,33 @@ class OwnNode:
 
     def tell(self, command: str) -> None:
         """Send `finished` or `leave`; a node that has exited already needs neither."""
-        self._left |= command == "leave"
         stdin = self._process.stdin
         assert stdin is not None
         if not stdin.is_closing():
             stdin.write(f"{command}\n".encode())
 
     async def wait(self) -> None:
-        """Until the node exits; NodeExited if it failed. Cancelled, it kills the node (as the coordinator's
-        failure did when the node ran in its process) and waits for it."""
+        """Until the node exits; NodeExited if it failed. Cancelled (the coordinator fails), it tells the node
+        to leave, which gives its partitions back at once, and waits for it (killing it after `LEAVE_WAIT`)."""
         try:
             code = await self._process.wait()
         except asyncio.CancelledError:
-            if self._process.returncode is None:
-                self._process.send_signal(signal.SIGKILL)
-                await asyncio.shield(self._process.wait())
+            await asyncio.shield(self._leave())
             raise
-        if code != 0 and not (self._left and code == INTERRUPTED):
+        if code not in (0, INTERRUPTED):
             raise NodeExited(
                 f"this crawl's node (webtrawl worker, pid {self._process.pid}) exited with code {code}; "
                 "its messages are above"
             )
+
+    async def _leave(self) -> None:
+        if self._process.returncode is None:
+            self.tell("leave")
+            try:
+                await asyncio.wait_for(self._process.wait(), LEAVE_WAIT)
+            except TimeoutError:
+                self._process.send_signal(signal.SIGKILL)
+                await self._process.wait()
 
 
 @contextlib.asynccontextmanager
