@@ -40,8 +40,9 @@ from crawl_bench import CONCURRENCY, OUT, Run, crawl_webtrawl, prepare_site, pro
 from measure import Result, Usage, fetched_paths, print_columns, read_jsonl, run_measured_together, summarize
 from nginx import Nginx, NginxError
 from webtrawl.cluster.bloom import first_capacity
-from webtrawl.cluster.frontier import Layout, RedisFrontier
+from webtrawl.cluster.frontier import RedisFrontier
 from webtrawl.cluster.keys import Keys
+from webtrawl.cluster.layout import Layout
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
 from webtrawl.config import PolitenessConfig, ScopeConfig

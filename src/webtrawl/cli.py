@@ -47,7 +47,7 @@ from .web.site import Site
 # The distributed crawl's modules (the cluster package and Redis's client, 9 MB) are imported by the
 # commands and passes that use them, so that an embedded crawl's process does not carry them.
 if TYPE_CHECKING:
-    from .cluster.frontier import Layout
+    from .cluster.layout import Layout
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from .errors import ConfigError
 from .units import DURATION, SIZE
 
 if TYPE_CHECKING:
-    from .cluster.frontier import Layout
+    from .cluster.layout import Layout
 
 
 def _same(value: Any) -> Any:
@@ -465,7 +465,7 @@ def layout_of(
     config: CrawlConfig, partitions: int, dedup: str, expected_urls: int, fp_rate: float, lease_ttl: float
 ) -> Layout:
     # Imported here, as in the CLI: only a distributed crawl needs Redis's client.
-    from .cluster.frontier import Layout
+    from .cluster.layout import Layout
     from .cluster.node import HEARTBEAT
 
     # A lease (and a shared host slot) is renewed at every heartbeat: it must outlast one, with a margin.

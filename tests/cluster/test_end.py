@@ -21,8 +21,9 @@ from tests.sites import SiteServer
 from webtrawl.cluster import coordinator as coordinating
 from webtrawl.cluster import node as node_module
 from webtrawl.cluster.coordinator import GROUP, Gatherer, watch_for_end
-from webtrawl.cluster.frontier import Layout, RedisFrontier
+from webtrawl.cluster.frontier import RedisFrontier
 from webtrawl.cluster.keys import Keys
+from webtrawl.cluster.layout import Layout
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.runs import run_coordinator, run_worker

@@ -10,8 +10,9 @@ import redis
 import redis.cluster
 
 from tests.redis_servers import blocking_client
-from webtrawl.cluster.frontier import Layout, RedisFrontier
+from webtrawl.cluster.frontier import RedisFrontier
 from webtrawl.cluster.keys import Keys
+from webtrawl.cluster.layout import Layout
 from webtrawl.cluster.leases import Leases, read_partitions
 from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.scripts import Scripts

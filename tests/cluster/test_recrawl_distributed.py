@@ -12,8 +12,8 @@ import redis.asyncio
 
 from tests.crawls import check_warcs, fast_config
 from tests.test_recrawl import REVISIT, ChangingSite, rows, search, serving, warc_types
-from webtrawl.cluster.frontier import Layout
 from webtrawl.cluster.keys import Keys
+from webtrawl.cluster.layout import Layout
 from webtrawl.cluster.runs import run_coordinator, run_worker
 from webtrawl.cluster.twins import RedisTwins
 from webtrawl.config import CrawlConfig, PolitenessConfig

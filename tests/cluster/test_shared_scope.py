@@ -29,8 +29,9 @@ from tests.cluster.processes import (
 from tests.redis_servers import RedisServer
 from tests.sites import SiteServer
 from webtrawl.cluster.coordinator import create_or_join
-from webtrawl.cluster.frontier import Layout, RedisFrontier
+from webtrawl.cluster.frontier import RedisFrontier
 from webtrawl.cluster.keys import Keys
+from webtrawl.cluster.layout import Layout
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.scopehosts import SharedScope

@@ -11,8 +11,9 @@ import pytest
 
 from tests.redis_servers import blocking_client
 from webtrawl.cluster.coordinator import create_or_join
-from webtrawl.cluster.frontier import Layout, RedisFrontier
+from webtrawl.cluster.frontier import RedisFrontier
 from webtrawl.cluster.keys import Keys
+from webtrawl.cluster.layout import Layout
 from webtrawl.cluster.leases import Leases
 from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.scripts import Scripts

@@ -43,8 +43,8 @@ from ..store.index import INDEX_CHUNK, IndexPace, index_captures
 from ..store.ingest import ingest_round
 from ..urls import NORMALIZATION_VERSION
 from .events import Event, LeaseHeld
-from .frontier import Layout
 from .keys import Keys
+from .layout import Layout
 from .leases import PARTITION_FIELDS
 from .redisconn import crawl_gone, persist, pipelined
 from .wire import decode_completion, decode_site_files

@@ -20,7 +20,6 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,6 +32,7 @@ from ..urls import origin, partition_of, template
 from .bloom import fp_bytes
 from .entries import decode_entry, encode_entry
 from .keys import Keys
+from .layout import Layout
 from .leases import PARTITION_FIELDS, Leases
 from .redisconn import UNREACHABLE, persist, pipelined
 from .scripts import Scripts
@@ -56,26 +56,6 @@ HOSTS_PER_REFRESH = 1000
 MAX_BACKLOG = 5_000
 """Results waiting in the held partitions' streams beyond which this node stops claiming until the
 coordinator catches up: Redis memory stays bounded when the coordinator is slow or away."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Layout:
-    """How a crawl's URLs are laid out in Redis: fixed when the crawl is created."""
-
-    partitions: int = 64
-    dedup: str = "bloom"
-    bloom_capacity: int = 156_250
-    bloom_error_rate: float = 1e-4
-    max_urls_per_host: int | None = None
-    max_urls_per_template: int | None = None
-    lease_ttl: float = 15.0
-    """Seconds a partition lease (and the coordinator's) lasts without renewal."""
-    partition_by: str = "host"
-    """"host": a host's URLs share a partition (one node paces it); "url": URLs spread one site over every
-    node, and the host's limits and robots.txt are shared through Redis (`cluster.hostlimits`)."""
-    incarnation: str = ""
-    """The id the crawl got when it was created in this Redis, which every partition script checks (see
-    `cluster.scripts.Scripts`); given by the coordinator that creates it."""
 
 
 class RedisFrontier:

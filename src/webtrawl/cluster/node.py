@@ -40,9 +40,10 @@ from ..stats import CrawlReport, Stats
 from ..store.db import Database, transaction
 from ..store.fingerprints import Twins
 from .coordinator import INCARNATION, present
-from .frontier import Layout, RedisFrontier
+from .frontier import RedisFrontier
 from .hostlimits import SharedHostLimits, SharedRobots
 from .keys import Keys
+from .layout import Layout
 from .leases import Leases, read_partitions
 from .redisconn import GONE_REPLY, crawl_gone, persist
 from .scopehosts import SharedScope

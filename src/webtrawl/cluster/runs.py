@@ -23,8 +23,9 @@ from ..store.opened import open_crawl_directory, outcome_counts
 from ..store.schedule import due_revisits, mark_waiting
 from .coordinator import CoordinatorLease, Gatherer, check_present, create_or_join, load_crawl, scan, watch_for_end
 from .events import Event, Gathering, Requeued, Restored
-from .frontier import Layout, RedisFrontier
+from .frontier import RedisFrontier
 from .keys import Keys
+from .layout import Layout
 from .leases import Leases
 from .node import HEARTBEAT, Node, live_nodes, register
 from .ownnode import OwnNode, following_coordinator
