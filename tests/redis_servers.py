@@ -102,6 +102,10 @@ class RedisServer:
             raise RuntimeError(f"redis-server on port {self.port} did not restart:\n{self.log_tail()}")
         return self
 
+    def shut_down(self) -> None:
+        """SIGTERM, as an administrator's restart: Redis writes out its AOF and exits; `restart` brings it back."""
+        self._terminate(signal.SIGTERM)
+
     def kill(self) -> None:
         """SIGKILL, as a crash: nothing is flushed beyond what Redis already wrote."""
         self._terminate(signal.SIGKILL)

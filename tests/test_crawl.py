@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -149,6 +152,39 @@ async def test_second_process_on_the_same_directory_is_refused(site_server: Site
             await crawl_site(site_server, tmp_path)
     finally:
         lock.release()
+
+
+ADOPTING = """
+import sys
+from pathlib import Path
+from webtrawl.store.db import DirectoryLock
+DirectoryLock.adopt(int(sys.argv[2]))
+DirectoryLock(Path(sys.argv[1])).acquire()
+print("holding", flush=True)
+sys.stdin.read()
+"""
+"""A child process started with a held lock's descriptor, as `crawl --redis` starts its node: it opens the
+directory as its own, then lives until its stdin closes."""
+
+
+async def test_a_lock_handed_to_a_child_process_holds_the_directory_until_both_are_gone(
+    site_server: SiteServer, tmp_path: Path
+) -> None:
+    """The parent let go of it (a parent killed with kill -9 closes its descriptor just so): the directory
+    stays locked, in the parent's name, until the child is gone too."""
+    lock = DirectoryLock(tmp_path)
+    lock.acquire()
+    command = [sys.executable, "-c", ADOPTING, str(tmp_path), str(lock.fd)]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, pass_fds=(lock.fd,)
+    ) as child:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "holding\n"
+        lock.release()
+        with pytest.raises(StoreLocked, match=rf"in use by a running crawl \(pid {os.getpid()}\)"):
+            await crawl_site(site_server, tmp_path)
+    # The child has read the end of its stdin and exited.
+    assert not DirectoryLock.held(tmp_path)
 
 
 async def test_named_crawls_share_a_directory_without_mixing(site_server: SiteServer, tmp_path: Path) -> None:

@@ -356,6 +356,9 @@ def _expected_leaf(exc: BaseException) -> str | None:
     help="Log lines as text, or as one JSON object each.",
 )
 @click.option("--attached", is_flag=True, hidden=True, help="Started by `crawl --redis` as its node (cluster.ownnode).")
+@click.option(
+    "--lock-fd", type=int, hidden=True, help="The lock of --out, held by `crawl --redis` (DirectoryLock.adopt)."
+)
 def worker(
     redis_url: str,
     name: str,
@@ -365,11 +368,14 @@ def worker(
     verbose: bool,
     log_format: str,
     attached: bool,
+    lock_fd: int | None,
 ) -> None:
     """Join a distributed crawl as a node; leave when it ends or is told to stop."""
     from .cluster.runs import run_worker
 
     setup_logging(verbose, log_format)
+    if lock_fd is not None:
+        DirectoryLock.adopt(lock_fd)
     ended = _run(
         interruptible(
             lambda interrupts: run_worker(

@@ -3,15 +3,18 @@
 A crawl that seems stuck (no progress, a stop that does not end) is most often a task waiting on something
 that will not come; the task stacks say which. The threads' stacks come first and at once, from the signal
 handler, so they appear even when the event loop itself is blocked; the tasks' stacks are written by the loop.
+A dump's first line names its process: a coordinator passes the signal on to its own node (`passed_on`),
+which writes its stacks after the coordinator's, to the same stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
 import faulthandler
+import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -25,11 +28,32 @@ def on_signal() -> Iterator[None]:
     loop = asyncio.get_running_loop()
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        print(f"\n{HEADER}", file=sys.stderr, flush=True)
+        print(f"\n{HEADER} (pid {os.getpid()})", file=sys.stderr, flush=True)
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         loop.call_soon_threadsafe(_print_tasks)
 
     previous = signal.signal(SIGNAL, handle)
+    try:
+        yield
+    finally:
+        signal.signal(SIGNAL, previous)
+
+
+@contextmanager
+def passed_on(send: Callable[[signal.Signals], None]) -> Iterator[None]:
+    """While the block runs (on the event loop), SIGUSR1 also reaches another process through `send` (the node a
+    coordinator started, `cluster.ownnode`), once this process has written its own stacks: the two share a
+    stderr, where written at once they would interleave. A loop too blocked to write its tasks passes nothing
+    on, but its threads' stacks, written at once, show where it is stuck."""
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(SIGNAL)
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if callable(previous):
+            previous(signum, frame)
+        loop.call_soon_threadsafe(send, SIGNAL)  # behind the tasks' stacks, which `on_signal` hands to the loop
+
+    signal.signal(SIGNAL, handle)
     try:
         yield
     finally:

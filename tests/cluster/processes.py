@@ -8,6 +8,7 @@ can be killed, stopped and restarted as real ones would be.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -94,9 +96,13 @@ def kill_leftovers() -> None:
 
 
 class Process:
-    """A `python -m webtrawl …` subprocess whose output goes to files in `logs`."""
+    """A `python -m webtrawl …` subprocess whose output goes to files in `logs`.
 
-    def __init__(self, logs: Path, label: str, *args: str | Path) -> None:
+    `job`: in a process group of its own, as a shell with job control runs a command: the group a terminal's
+    Ctrl-Z and `fg` reach (`os.killpg`). Its parent, this process, is in the same session, so the kernel stops
+    it on a SIGTSTP instead of dropping the signal, as it does in an orphaned process group."""
+
+    def __init__(self, logs: Path, label: str, *args: str | Path, job: bool = False) -> None:
         logs.mkdir(parents=True, exist_ok=True)
         self.stdout_path, self.stderr_path = logs / f"{label}.out", logs / f"{label}.err"
         with self.stdout_path.open("w") as out, self.stderr_path.open("w") as err:
@@ -106,6 +112,7 @@ class Process:
                 stderr=err,
                 text=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                process_group=0 if job else None,
             )
         _started.append(self.popen)
 
@@ -132,12 +139,12 @@ class Process:
         return code, self.stdout_path.read_text(), self.stderr_path.read_text()
 
 
-def coordinator(sites: Sites, url: str, out: Path, *extra: str | Path) -> Process:
+def coordinator(sites: Sites, url: str, out: Path, *extra: str | Path, job: bool = False) -> Process:
     return Process(
         out.parent / "logs", f"coordinator-{time.monotonic_ns()}",
         "crawl", *sites.seeds, "--redis", url, "--name", NAME, "--out", out, "--delay", "0",
         "--per-host", PER_HOST, "--concurrency", "16", "--partitions", "16", "--lease-ttl", "3", "--retries", "1",
-        "-q", *extra,
+        "-q", *extra, job=job,
     )  # fmt: skip
 
 
@@ -185,18 +192,51 @@ def node_pids(url: str) -> set[int]:
         return {json.loads(info)["pid"] for info in client.hgetall(KEYS.nodes).values()}
 
 
+def state(pid: int) -> str | None:
+    """Process `pid`'s state as `ps` shows it (R running, S sleeping, T stopped, …); None once it has exited.
+
+    A zombie no one reaps counts as exited once its last thread has: its first thread shows the zombie's
+    state as soon as it exits, and the process's files (a lock among them) close with the last one."""
+    try:
+        shown = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:
+        return None
+    return None if shown == "Z" and threads == 1 else shown
+
+
 def wait_until_gone(pid: int, timeout: float = 20) -> None:
-    """Until process `pid` has exited (a zombie no one reaps counts as exited)."""
+    """Until process `pid` has exited."""
+    wait_for_state(pid, lambda shown: shown is None, "has not exited", timeout)
+
+
+def wait_until_stopped(pid: int, timeout: float = 20) -> None:
+    """Until process `pid` is stopped (Ctrl-Z, SIGSTOP)."""
+    wait_for_state(pid, lambda shown: shown == "T", "is not stopped", timeout)
+
+
+def wait_until_continued(pid: int, timeout: float = 20) -> None:
+    """Until process `pid` runs again after it was stopped."""
+    wait_for_state(pid, lambda shown: shown not in ("T", None), "is not running", timeout)
+
+
+def wait_for_state(pid: int, wanted: Callable[[str | None], bool], failure: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not wanted(state(pid)):
+        assert time.monotonic() < deadline, f"process {pid} {failure} after {timeout} s (state {state(pid)})"
+        time.sleep(0.05)
+
+
+def first_child(pid: int, timeout: float = 20) -> int:
+    """The first process that process `pid` starts, as soon as it exists (so before it does much)."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-        except FileNotFoundError:
-            return
-        if state == "Z":
-            return
-        assert time.monotonic() < deadline, f"process {pid} still runs after {timeout} s"
-        time.sleep(0.1)
+        for children in Path(f"/proc/{pid}/task").glob("*/children"):
+            with contextlib.suppress(FileNotFoundError):
+                if found := children.read_text().split():
+                    return int(found[0])
+        assert time.monotonic() < deadline, f"process {pid} started no process within {timeout} s"
+        time.sleep(0.005)
 
 
 def holders(url: str, partitions: int = 16) -> dict[int, str]:
@@ -204,6 +244,12 @@ def holders(url: str, partitions: int = 16) -> dict[int, str]:
     with redis.Redis.from_url(url) as client:
         tokens = {p: client.get(KEYS.lease(p)) for p in range(partitions)}
     return {p: token.decode().rsplit(":", 1)[0] for p, token in tokens.items() if token}
+
+
+def check_complete(sites: Sites, out: Path) -> None:
+    """Every page is captured in the coordinator's index in `out`, and no URL is left unfinished."""
+    assert set(captures(out)) == sites.expected()
+    assert unfinished(out) == 0
 
 
 def captures(out: Path) -> Counter[str]:

@@ -22,13 +22,15 @@ from tests.cluster.processes import (
     NAME,
     Sites,
     captures,
+    check_complete,
     coordinator,
     done_in_redis,
+    first_child,
     holders,
     node_of,
     node_pids,
     refetched,
-    unfinished,
+    state,
     wait_for_crawl,
     wait_for_done,
     wait_until_gone,
@@ -60,11 +62,6 @@ def ended(out: Path) -> set[str]:
         return {url for (url,) in db.execute("SELECT url FROM urls WHERE state IN (2, 3)")}
     finally:
         db.close()
-
-
-def check_complete(sites: Sites, out: Path) -> None:
-    assert set(captures(out)) == sites.expected()
-    assert unfinished(out) == 0
 
 
 def test_a_killed_worker_loses_nothing_and_its_partitions_pass_on(tmp_path: Path) -> None:
@@ -143,6 +140,26 @@ def test_redis_killed_and_restarted_mid_crawl_loses_nothing(tmp_path: Path) -> N
         assert code == 0, err
         assert "Redis unreachable" in err and "Redis answers again" in err
         assert helper.finish()[0] == 0
+        check_complete(sites, tmp_path / "coord")
+
+
+def test_redis_gone_while_the_coordinators_node_starts_pauses_the_crawl_instead_of_failing_it(tmp_path: Path) -> None:
+    """Redis goes (an administrator restarts it) as the coordinator starts its node, after the coordinator has
+    created the crawl and before the node has joined it: the node waits for Redis, as its coordinator does."""
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
+        coord = coordinator(sites, server.url, tmp_path / "coord")
+        node = first_child(coord.pid)  # just started: it loads its modules, long before it connects to Redis
+        server.shut_down()
+        deadline = time.monotonic() + 30
+        # Until it says it waits for Redis, or it has exited (the crawl then fails with it).
+        while "Redis unreachable while connecting" not in coord.stderr_path.read_text() and state(node) is not None:
+            assert time.monotonic() < deadline, coord.stderr_path.read_text()
+            time.sleep(0.1)
+        server.restart()
+        code, _out, err = coord.finish()
+        assert code == 0, err
+        assert "Redis unreachable while connecting" in err and "Redis answers again (connecting)" in err
+        assert "Traceback" not in err
         check_complete(sites, tmp_path / "coord")
 
 

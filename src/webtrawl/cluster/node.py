@@ -45,7 +45,7 @@ from .hostlimits import SharedHostLimits, SharedRobots
 from .keys import Keys
 from .layout import Layout
 from .leases import Leases, read_partitions
-from .redisconn import GONE_REPLY, crawl_gone, persist
+from .redisconn import GONE_REPLY, crawl_gone, joining, persist
 from .scopehosts import SharedScope
 from .scripts import Scripts
 from .twins import RedisTwins
@@ -193,7 +193,10 @@ class Node:
         keys: Keys,
         layout: Layout,
         node: str,
+        attached: bool = False,
     ) -> None:
+        """`attached`: the node a coordinator started (`ownnode`), which waits for Redis to make its first
+        heartbeat (`redisconn.joining`)."""
         self.node = node
         self.warc_prefix = f"{config.name}-{node}"
         self.warc_family: str | None = re.escape(config.name) + r"-node-\d+"
@@ -205,6 +208,7 @@ class Node:
         self._sync = sync_client
         self._keys = keys
         self._layout = layout
+        self._attached = attached
         self.crawler = Crawler(config, self)
         self.leases = Leases(node, keys, layout.partitions, ttl=layout.lease_ttl)
         self.heartbeat: Heartbeat | None = None
@@ -250,7 +254,7 @@ class Node:
         def on_gone() -> None:
             loop.call_soon_threadsafe(self._lost, engine)
 
-        self.heartbeat = Heartbeat(
+        self.heartbeat = heartbeat = Heartbeat(
             self._sync,
             self._keys,
             self.leases,
@@ -261,8 +265,12 @@ class Node:
             running_in=frontier.running_in,
             slots=limits,
         )
-        self.heartbeat.beat()  # registered and holding partitions before the first claim
-        self.heartbeat.start()
+
+        async def first_beat() -> None:  # registered and holding partitions before the first claim
+            heartbeat.beat()
+
+        await joining("joining the crawl", first_beat, wait=self._attached)
+        heartbeat.start()
         return frontier
 
     async def shared_hosts(self, scope: Scope, frontier: Frontier) -> SharedScope:

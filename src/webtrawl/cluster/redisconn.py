@@ -48,30 +48,38 @@ RETRIES = 4
 SETTINGS = ("maxmemory-policy", "appendonly", "save")
 
 
-async def connect(url: str) -> Client:
+async def connect(url: str, *, wait: bool = False) -> Client:
     """A client for the Redis (standalone or Cluster) at `url`, after one round trip proved it answers.
 
     Raises ConfigError for a URL that is not redis:// or rediss://, RedisUnavailable when the server cannot be
-    reached or refuses the first command.
+    reached or refuses the first command; with `wait`, a server that cannot be reached is waited for instead
+    (`joining`).
     """
     scheme = urlsplit(url).scheme
     if scheme not in SCHEMES:
         raise ConfigError(f"Redis URL {redact(url)!r} must start with redis:// or rediss:// (got {scheme or 'none'!r})")
+    try:
+        return await joining("connecting", lambda: _connect(url), wait=wait)
+    except RedisError as exc:
+        raise _unavailable(url, exc) from exc
+
+
+async def _connect(url: str) -> Client:
     client = _build(Redis, url)
     try:
         clustered = (await client.info("cluster")).get("cluster_enabled") == 1
-    except RedisError as exc:
+    except RedisError:
         await client.aclose()
-        raise _unavailable(url, exc) from exc
+        raise
     if not clustered:
         return client
     await client.aclose()
     cluster = _build(RedisCluster, url)
     try:
         await cluster.initialize()
-    except RedisError as exc:
+    except RedisError:
         await cluster.aclose()
-        raise _unavailable(url, exc) from exc
+        raise
     return cluster
 
 
@@ -131,12 +139,15 @@ async def _settings(client: Client, node: Redis | ClusterNode) -> dict[str, str]
     return found
 
 
-async def open_clients(url: str, *, warn: bool = True) -> tuple[Any, Any]:
-    """An asyncio client (`connect`, its server checked, warnings logged unless `warn` is off: a process another
-    one started, which logged them) and a blocking one for threads (the heartbeat's, the node table's reads)."""
-    client = await connect(url)
-    for warning in await check_server(client):
-        if warn:
+async def open_clients(url: str, *, attached: bool = False) -> tuple[Any, Any]:
+    """An asyncio client (`connect`) and a blocking one for threads (the heartbeat's, the node table's reads).
+
+    The server is checked and its warnings logged, unless `attached` (the node a coordinator started, `ownnode`,
+    on the Redis it had just checked): then an unreachable Redis is waited for instead (`joining`).
+    """
+    client = await connect(url, wait=attached)
+    if not attached:
+        for warning in await check_server(client):
             log.warning("%s", warning)
     kind = redis.cluster.RedisCluster if isinstance(client, RedisCluster) else redis.Redis
     return client, kind.from_url(url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT)
@@ -242,6 +253,14 @@ async def persist(what: str, call: Callable[[], Awaitable[T]]) -> T:
         if failing:
             log.warning("Redis answers again (%s)", what)
         return result
+
+
+async def joining(what: str, call: Callable[[], Awaitable[T]], *, wait: bool) -> T:
+    """`await call()` for a process's first calls to Redis, as it joins a crawl: once, for a process the user
+    started (Redis unreachable then is most often a wrong URL, theirs to fix); with `wait`, until Redis
+    answers (`persist`), for the node a coordinator started (`ownnode`) on the Redis it had just used, where
+    it can only be an outage, which the coordinator waits out too."""
+    return await (persist(what, call) if wait else call())
 
 
 async def pipelined(client: Client, fill: Callable[[Any], object], *, transaction: bool = False) -> list[Any]:

@@ -29,7 +29,7 @@ from .layout import Layout
 from .leases import Leases
 from .node import HEARTBEAT, Node, live_nodes, register
 from .ownnode import OwnNode, following_coordinator
-from .redisconn import cancel, open_clients, persist, pipelined
+from .redisconn import cancel, joining, open_clients, persist, pipelined
 from .restore import restore_if_due
 from .status import all_nodes
 
@@ -95,8 +95,7 @@ async def _coordinate(
     interrupts: Interrupts | None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
     """`node_url`: the Redis its own node joins the crawl through, None for a coordinator that does not fetch."""
-    # With a node of its own, the node takes the directory's lock; the coordinator writes another file.
-    async with open_crawl_directory(config, lock=node_url is None) as opened:
+    async with open_crawl_directory(config) as opened:
         out, db, crawl_id, gained = opened.out, opened.db, opened.crawl_id, opened.gained_hosts
         gatherer = Gatherer(
             client,
@@ -134,7 +133,7 @@ async def _coordinate(
         with interrupts.stopping(interrupted.set) if interrupts else contextlib.nullcontext():
             async with asyncio.TaskGroup() as tg:
                 if node_url is not None:
-                    node = await OwnNode.start(node_url, config)
+                    node = await OwnNode.start(node_url, config, opened.lock.fd)
                     node_task = tg.create_task(_own_node(node, client, keys, layout))
                 renewing = tg.create_task(_renew(client, keys, layout, lease))
                 ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
@@ -345,27 +344,34 @@ async def run_worker(
     """Join crawl `name` as a node; returns the node id and its report when the crawl ends or it is stopped
     (with `interrupts`, the command's Ctrl-C, by an interrupt too: its fetches in flight finish).
 
-    `coordinator_pipe`: this is the node a coordinator started (`ownnode`), told commands on this pipe."""
-    client, sync = await open_clients(url, warn=coordinator_pipe is None)
-    try:
+    `coordinator_pipe`: this is the node a coordinator started (`ownnode`), told commands on this pipe from its
+    start, and waiting for Redis until it has joined the crawl (`redisconn.joining`)."""
+    async with contextlib.AsyncExitStack() as stack:
+        follow: Callable[[Node], None] | None = None
+        if coordinator_pipe is not None:  # first: a coordinator that dies while this node waits for Redis ends it
+            follow = await stack.enter_async_context(following_coordinator(coordinator_pipe))
+        attached = follow is not None
+        client, sync = await open_clients(url, attached=attached)
+        stack.push_async_callback(client.aclose)
+        stack.callback(sync.close)
         keys = Keys(name)
         overrides: dict[str, Any] = {}
         if concurrency is not None:
             overrides["concurrency"] = concurrency
-        config, layout = await load_crawl(client, keys, out=out or Path("."), **overrides)
-        node_id = await asyncio.to_thread(register, sync, keys)
+        config, layout = await joining(
+            "reading the crawl's settings",
+            lambda: load_crawl(client, keys, out=out or Path("."), **overrides),
+            wait=attached,
+        )
+        node_id = await joining("registering", lambda: asyncio.to_thread(register, sync, keys), wait=attached)
         if out is None:
             config = _with_out(config, Path(f"webtrawl-{node_id}"))
-        node = Node(config, client=client, sync_client=sync, keys=keys, layout=layout, node=node_id)
-        async with contextlib.AsyncExitStack() as stack:
-            if coordinator_pipe is not None:
-                await stack.enter_async_context(following_coordinator(node, coordinator_pipe))
-            if interrupts is not None:
-                stack.enter_context(interrupts.stopping(node.crawler.stop))
-            return node_id, await node.run()
-    finally:
-        await client.aclose()
-        sync.close()
+        node = Node(config, client=client, sync_client=sync, keys=keys, layout=layout, node=node_id, attached=attached)
+        if follow is not None:
+            follow(node)
+        if interrupts is not None:
+            stack.enter_context(interrupts.stopping(node.crawler.stop))
+        return node_id, await node.run()
 
 
 def _with_out(config: CrawlConfig, out: Path) -> CrawlConfig:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import ClassVar, Concatenate, ParamSpec, TypeVar
 
 from ..errors import StoreError, StoreLocked
 from .schema import MIGRATIONS
@@ -34,15 +34,33 @@ LOCK_NAME = ".webtrawl.lock"
 class DirectoryLock:
     """An exclusive lock on a crawl directory, held for the life of the process that owns the crawl.
 
-    `flock` is released by the kernel when the process dies, so a killed crawl never leaves a stale lock.
+    `flock` is released by the kernel when the process dies, so a killed crawl never leaves a stale lock. It
+    belongs to the open file, not to a process: a child started with its descriptor (`fd`) holds it too, so
+    the directory stays locked until both are gone, and the file names the parent; the child `adopt`s it to
+    open the directory as its own.
     """
+
+    _adopted: ClassVar[int | None] = None
 
     def __init__(self, directory: Path) -> None:
         self._path = directory / LOCK_NAME
         self._fd: int | None = None
 
+    @property
+    def fd(self) -> int:
+        """The locked file's descriptor, to pass to a child that `adopt`s it."""
+        assert self._fd is not None, "the lock is not held"
+        return self._fd
+
+    @classmethod
+    def adopt(cls, fd: int) -> None:
+        """In a process started with descriptor `fd` of a parent's held lock (`cluster.ownnode`): acquiring that
+        directory's lock takes this one, which the parent holds already, instead of failing on it."""
+        cls._adopted = fd
+
     def acquire(self) -> None:
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        adopted = self._take_adopted()
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644) if adopted is None else adopted
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -52,9 +70,18 @@ class DirectoryLock:
                 f"{self._path.parent} is in use by a running crawl (pid {holder}); "
                 "wait for it to finish or stop it first"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        if adopted is None:  # an adopted lock keeps naming its parent: the process the user started
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
         self._fd = fd
+
+    def _take_adopted(self) -> int | None:
+        """The adopted descriptor, once, if it is this directory's lock file."""
+        fd = DirectoryLock._adopted
+        if fd is None or not self._path.exists() or not os.path.samestat(os.fstat(fd), os.stat(self._path)):
+            return None
+        DirectoryLock._adopted = None
+        return fd
 
     def release(self) -> None:
         if self._fd is not None:

@@ -32,6 +32,8 @@ class OpenedCrawl:
     """Normalized, each once, in the order given."""
     gained_hosts: list[str]
     """Hosts the scope gained in earlier runs (a seed's redirect to another host)."""
+    lock: DirectoryLock
+    """Held while the block runs; a child process that writes in the directory too is handed it (`fd`)."""
 
     def seed_urls(self) -> list[NewURL]:
         """The seeds as they enter the frontier."""
@@ -39,18 +41,15 @@ class OpenedCrawl:
 
 
 @contextlib.asynccontextmanager
-async def open_crawl_directory(
-    config: CrawlConfig, *, db_name: str = DB_NAME, lock: bool = True
-) -> AsyncIterator[OpenedCrawl]:
-    """Create or resume crawl `config.name` in `config.out`, locked (unless `lock` is off: a coordinator
-    whose own node takes the lock) and its database open, for as long as the block runs.
+async def open_crawl_directory(config: CrawlConfig, *, db_name: str = DB_NAME) -> AsyncIterator[OpenedCrawl]:
+    """Create or resume crawl `config.name` in `config.out`, locked and its database open, for as long as the
+    block runs.
 
     A bad seed is the user's mistake (`ConfigError`), told before anything is created."""
     seeds = normalize_seeds(config.seeds)
     out = prepare_directory(config.out)
-    directory_lock = DirectoryLock(out) if lock else None
-    if directory_lock is not None:
-        directory_lock.acquire()
+    directory_lock = DirectoryLock(out)
+    directory_lock.acquire()
     db = Database(out / db_name)
     try:
         await db.open()
@@ -58,11 +57,10 @@ async def open_crawl_directory(
         crawl_id, gained = await db.run(open_crawl, config.name, identity, add_seeds=config.add_seeds)
         # The seeds given first, then the crawl's others: a resume given fewer seeds keeps the whole scope.
         known = await db.run(crawl_seeds, crawl_id)
-        yield OpenedCrawl(out, db, crawl_id, list(dict.fromkeys([*seeds, *known])), gained)
+        yield OpenedCrawl(out, db, crawl_id, list(dict.fromkeys([*seeds, *known])), gained, directory_lock)
     finally:
         await db.close()
-        if directory_lock is not None:
-            directory_lock.release()
+        directory_lock.release()
 
 
 class OutcomeCounts(TypedDict):
