@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-frontier bench-redis bench-media bench-stream bench-recrawl bench-render screenshots clean
+.PHONY: demo test test-fast lint bench bench-floors bench-frontier bench-redis bench-media bench-stream bench-recrawl bench-render screenshots clean
 
 $(STAMP): pyproject.toml src/webtrawl/parse/_simhash.c
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ lint: $(STAMP)  ## what a reviewer checks: ruff, formatting, types (mypy) and th
 bench: $(STAMP)  ## crawl a 20,000-page site served by nginx, with webtrawl, Scrapy, wget and wget2; print figures and webtrawl's CPU by stage
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/crawl_bench.py
+
+bench-floors: $(STAMP)  ## what a benchmark page costs in the libraries alone (aiohttp, lexbor, SQLite, FTS5 …), beside the newest `make bench` stages
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) benchmarks/floors_bench.py
 
 bench-redis: $(STAMP)  ## the same site crawled embedded and distributed on Redis; print what Redis costs
 	$(PY) -m pip install -q -e '.[bench]'
