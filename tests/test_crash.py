@@ -52,7 +52,9 @@ def uncommitted_paths(server: SiteServer, out: Path) -> set[str]:
     """URLs a killed crawl had requested without committing their result: the only ones it may fetch again."""
     conn = sqlite3.connect(out / "crawl.db")  # read-write: the WAL of a killed process may need recovery
     try:
-        committed = {path_of(url) for (url,) in conn.execute("SELECT url FROM captures")}
+        # A crawl killed while it started (a slow machine) may not have written its schema yet.
+        created = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'captures'").fetchone() is not None
+        committed = {path_of(url) for (url,) in conn.execute("SELECT url FROM captures")} if created else set()
     finally:
         conn.close()
     return set(request_counts(server.log)) - committed
