@@ -158,8 +158,7 @@ ADOPTING = """
 import sys
 from pathlib import Path
 from webtrawl.store.db import DirectoryLock
-DirectoryLock.adopt(int(sys.argv[2]))
-DirectoryLock(Path(sys.argv[1])).acquire()
+DirectoryLock(Path(sys.argv[1]), adopted=int(sys.argv[2])).acquire()
 print("holding", flush=True)
 sys.stdin.read()
 """

@@ -43,6 +43,9 @@ class Engine(Protocol):
 class Backend(Protocol):
     db_name: str
     """The database file in the crawl directory."""
+    lock_fd: int | None
+    """The directory's lock, as a descriptor a parent process holds and handed down (a coordinator's own node),
+    or None: the crawl takes the lock itself."""
     warc_prefix: str
     """WARC file names start with it."""
     warc_family: str | None
@@ -70,6 +73,7 @@ class Alone:
     """A crawl run by one process: its store holds everything, including every host earlier runs gained."""
 
     db_name = DB_NAME
+    lock_fd: int | None = None
     warc_family: str | None = None
 
     def __init__(self, config: CrawlConfig) -> None:

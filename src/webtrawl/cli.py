@@ -357,7 +357,7 @@ def _expected_leaf(exc: BaseException) -> str | None:
 )
 @click.option("--attached", is_flag=True, hidden=True, help="Started by `crawl --redis` as its node (cluster.ownnode).")
 @click.option(
-    "--lock-fd", type=int, hidden=True, help="The lock of --out, held by `crawl --redis` (DirectoryLock.adopt)."
+    "--lock-fd", type=int, hidden=True, help="The lock of --out, held by `crawl --redis` (store.db.DirectoryLock)."
 )
 def worker(
     redis_url: str,
@@ -374,8 +374,6 @@ def worker(
     from .cluster.runs import run_worker
 
     setup_logging(verbose, log_format)
-    if lock_fd is not None:
-        DirectoryLock.adopt(lock_fd)
     ended = _run(
         interruptible(
             lambda interrupts: run_worker(
@@ -385,6 +383,7 @@ def worker(
                 concurrency=concurrency,
                 interrupts=interrupts,
                 coordinator_pipe=sys.stdin.fileno() if attached else None,
+                lock_fd=lock_fd,
             ),
             say,
         )

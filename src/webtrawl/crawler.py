@@ -119,7 +119,9 @@ class Crawler:
         return "stopping" if self._stopping else "paused" if self._paused else "running"
 
     async def run(self) -> CrawlReport:
-        async with open_crawl_directory(self.config, db_name=self.backend.db_name) as opened:
+        async with open_crawl_directory(
+            self.config, db_name=self.backend.db_name, lock_fd=self.backend.lock_fd
+        ) as opened:
             try:
                 return await self._run(opened)
             finally:  # before the directory is unlocked: no record may be written after that

@@ -194,15 +194,17 @@ class Node:
         layout: Layout,
         node: str,
         attached: bool = False,
+        lock_fd: int | None = None,
     ) -> None:
         """`attached`: the node a coordinator started (`ownnode`), which waits for Redis to make its first
-        heartbeat (`redisconn.joining`)."""
+        heartbeat (`redisconn.joining`); `lock_fd`: the directory's lock that coordinator handed down."""
         self.node = node
         self.warc_prefix = f"{config.name}-{node}"
         self.warc_family: str | None = re.escape(config.name) + r"-node-\d+"
         # The node's own state (its WARC files' committed ends) stays out of the index the coordinator
         # writes, which may be in the same directory: two writers on one file would wait for each other.
         self.db_name = NODE_DB
+        self.lock_fd = lock_fd
         self._config = config
         self._client = client
         self._sync = sync_client

@@ -7,7 +7,7 @@ embedded crawl, and 0.88–0.92× as two processes (benchmarks/README.md, "Distr
 
 The node is an ordinary worker, started with `--attached` in the coordinator's directory (it writes its WARC
 files there; the coordinator writes its index beside them). The coordinator holds the directory's lock and
-hands it down (`--lock-fd`, `store.db.DirectoryLock.adopt`): the lock names the process the user started,
+hands it down (`--lock-fd`, then the node's `Node.lock_fd`): the lock names the process the user started,
 and the directory stays locked while either process lives. The node reads one-word commands from its
 stdin, which the coordinator writes:
 - `finished`: the end the coordinator declared, obeyed at once instead of at the node's next heartbeat;

@@ -340,12 +340,14 @@ async def run_worker(
     concurrency: int | None,
     interrupts: Interrupts | None = None,
     coordinator_pipe: int | None = None,
+    lock_fd: int | None = None,
 ) -> tuple[str, CrawlReport]:
     """Join crawl `name` as a node; returns the node id and its report when the crawl ends or it is stopped
     (with `interrupts`, the command's Ctrl-C, by an interrupt too: its fetches in flight finish).
 
     `coordinator_pipe`: this is the node a coordinator started (`ownnode`), told commands on this pipe from its
-    start, and waiting for Redis until it has joined the crawl (`redisconn.joining`)."""
+    start, and waiting for Redis until it has joined the crawl (`redisconn.joining`); `lock_fd`: the lock of
+    `out` it holds and handed down (`store.db.DirectoryLock`)."""
     async with contextlib.AsyncExitStack() as stack:
         follow: Callable[[Node], None] | None = None
         if coordinator_pipe is not None:  # first: a coordinator that dies while this node waits for Redis ends it
@@ -366,7 +368,16 @@ async def run_worker(
         node_id = await joining("registering", lambda: asyncio.to_thread(register, sync, keys), wait=attached)
         if out is None:
             config = _with_out(config, Path(f"webtrawl-{node_id}"))
-        node = Node(config, client=client, sync_client=sync, keys=keys, layout=layout, node=node_id, attached=attached)
+        node = Node(
+            config,
+            client=client,
+            sync_client=sync,
+            keys=keys,
+            layout=layout,
+            node=node_id,
+            attached=attached,
+            lock_fd=lock_fd,
+        )
         if follow is not None:
             follow(node)
         if interrupts is not None:

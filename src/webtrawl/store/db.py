@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from ..errors import StoreError, StoreLocked
 from .schema import MIGRATIONS
@@ -36,30 +36,27 @@ class DirectoryLock:
 
     `flock` is released by the kernel when the process dies, so a killed crawl never leaves a stale lock. It
     belongs to the open file, not to a process: a child started with its descriptor (`fd`) holds it too, so
-    the directory stays locked until both are gone, and the file names the parent; the child `adopt`s it to
-    open the directory as its own.
+    the directory stays locked until both are gone, and the file names the parent; the child's lock is built
+    with that descriptor (`adopted`) to open the directory as its own.
     """
 
-    _adopted: ClassVar[int | None] = None
-
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, adopted: int | None = None) -> None:
+        """`adopted`: the descriptor of this lock a parent holds and handed down (`cluster.ownnode`); acquiring
+        takes it, which the parent holds already, instead of failing on it."""
         self._path = directory / LOCK_NAME
+        self._adopted = adopted
         self._fd: int | None = None
 
     @property
     def fd(self) -> int:
-        """The locked file's descriptor, to pass to a child that `adopt`s it."""
+        """The locked file's descriptor, to hand down to a child, whose lock is built with it (`adopted`)."""
         assert self._fd is not None, "the lock is not held"
         return self._fd
 
-    @classmethod
-    def adopt(cls, fd: int) -> None:
-        """In a process started with descriptor `fd` of a parent's held lock (`cluster.ownnode`): acquiring that
-        directory's lock takes this one, which the parent holds already, instead of failing on it."""
-        cls._adopted = fd
-
     def acquire(self) -> None:
-        adopted = self._take_adopted()
+        adopted = self._adopted
+        if adopted is not None and not os.path.samestat(os.fstat(adopted), os.stat(self._path)):
+            raise StoreError(f"the lock handed down is not {self._path}'s")
         fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644) if adopted is None else adopted
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -74,14 +71,6 @@ class DirectoryLock:
             os.ftruncate(fd, 0)
             os.write(fd, str(os.getpid()).encode())
         self._fd = fd
-
-    def _take_adopted(self) -> int | None:
-        """The adopted descriptor, once, if it is this directory's lock file."""
-        fd = DirectoryLock._adopted
-        if fd is None or not self._path.exists() or not os.path.samestat(os.fstat(fd), os.stat(self._path)):
-            return None
-        DirectoryLock._adopted = None
-        return fd
 
     def release(self) -> None:
         if self._fd is not None:

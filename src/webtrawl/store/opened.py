@@ -41,14 +41,16 @@ class OpenedCrawl:
 
 
 @contextlib.asynccontextmanager
-async def open_crawl_directory(config: CrawlConfig, *, db_name: str = DB_NAME) -> AsyncIterator[OpenedCrawl]:
-    """Create or resume crawl `config.name` in `config.out`, locked and its database open, for as long as the
-    block runs.
+async def open_crawl_directory(
+    config: CrawlConfig, *, db_name: str = DB_NAME, lock_fd: int | None = None
+) -> AsyncIterator[OpenedCrawl]:
+    """Create or resume crawl `config.name` in `config.out`, locked (with `lock_fd`, through the lock a parent
+    process holds and handed down: `DirectoryLock`) and its database open, for as long as the block runs.
 
     A bad seed is the user's mistake (`ConfigError`), told before anything is created."""
     seeds = normalize_seeds(config.seeds)
     out = prepare_directory(config.out)
-    directory_lock = DirectoryLock(out)
+    directory_lock = DirectoryLock(out, adopted=lock_fd)
     directory_lock.acquire()
     db = Database(out / db_name)
     try:
