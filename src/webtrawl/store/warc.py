@@ -206,6 +206,9 @@ class WarcWriter:
         self._serial = 0
         self._warcinfo_id = ""
         self._written: dict[str, int] = {}
+        self._ends: list[int] = []
+        """The end of every record appended to the current file since its last flush, and that flush's end
+        first: where a write that failed may cut the file back to (`_keep_whole_records`)."""
         self._failed: str | None = None
         self.last_record_id = ""
         """The WARC-Record-ID of the last response (or revisit) record written: what records of its page name."""
@@ -242,7 +245,7 @@ class WarcWriter:
         path = self._dir / newest
         if path.exists() and path.stat().st_size == ours[newest] < self._max_size:
             self._file = open(path, "ab", buffering=_BUFFER)  # noqa: SIM115 - lives as long as the writer
-            self._name, self._size = newest, ours[newest]
+            self._name, self._size, self._ends = newest, ours[newest], [ours[newest]]
             self._warcinfo_id = _first_record_id(path)
 
     def write(self, outcome: FetchOutcome, revisit: Previous | None = None, page_id: str = "") -> WarcLocation:
@@ -268,8 +271,46 @@ class WarcWriter:
                 self._rotate()
             return self._append(outcome, revisit, page_id)
         except OSError as exc:
-            self._failed = self._write_error(exc)
-            raise StoreError(self._failed) from exc
+            raise self._failure(exc) from exc
+
+    def _failure(self, exc: OSError) -> StoreError:
+        """The error a failed write ends this writer with, once the current file is left holding whole records."""
+        self._failed = self._write_error(exc)
+        self._keep_whole_records()
+        return StoreError(self._failed)
+
+    def _keep_whole_records(self) -> None:
+        """Cut the current file back to the end of its last record that reached the file whole, and drop the
+        bytes still buffered for it.
+
+        A full disk stops a write mid-record; the file must stay valid for every reader (gzip, warcio, an
+        indexer) even if no crawl ever runs again in this directory to cut it back to its committed end, as a
+        node on a machine that is not coming back never does. Records that were only buffered are lost, but
+        none of them was committed: their URLs are fetched again.
+        """
+        file, self._file = self._file, None
+        if file is None:
+            return
+        path = self._dir / self._name
+        try:
+            if not file.closed:  # the buffered bytes left go to /dev/null when the file object closes
+                null = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(null, file.fileno())
+                finally:
+                    os.close(null)
+                file.close()
+            size = path.stat().st_size
+            whole = max((end for end in self._ends if end <= size), default=size)
+            if whole:
+                os.truncate(path, whole)
+            else:  # not even its warcinfo record: nothing in it was committed
+                path.unlink()
+            self._written.pop(self._name, None)
+            log.warning("cut %s from %d to %d bytes: the write that failed left a record unfinished",
+                        self._name, size, whole)  # fmt: skip
+        except OSError as exc:
+            log.error("could not cut %s back to its last whole record: %s", self._name, exc)
 
     def _write_error(self, exc: OSError) -> str:
         if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
@@ -298,10 +339,10 @@ class WarcWriter:
             self._file.write(record)
             self._size += len(record)
             self._written[self._name] = self._size
+            self._ends.append(self._size)
             return WarcLocation(file=self._name, offset=offset, length=len(record), payload_digest=digest)
         except OSError as exc:
-            self._failed = self._write_error(exc)
-            raise StoreError(self._failed) from exc
+            raise self._failure(exc) from exc
 
     def _append(self, outcome: FetchOutcome, revisit: Previous | None, page_id: str) -> WarcLocation:
         assert self._file is not None
@@ -342,6 +383,7 @@ class WarcWriter:
         self._file.write(request)
         self._size += len(response) + len(request)
         self._written[self._name] = self._size
+        self._ends.append(self._size)
         length = len(response)
         self.last_record_id = response_id
         return WarcLocation(file=self._name, offset=offset, length=length, payload_digest=payload_digest)
@@ -353,7 +395,7 @@ class WarcWriter:
             self._file = None
         self._serial += 1
         name = f"{self._prefix}-{datetime.now(UTC):%Y%m%d%H%M%S}-{self._serial:05d}{_SUFFIX}"
-        self._name, self._size = name, 0
+        self._name, self._size, self._ends = name, 0, [0]
         self._file = open(self._dir / name, "xb", buffering=_BUFFER)  # noqa: SIM115 - lives as long as the writer
         self._warcinfo_id = _record_id()
         info = (
@@ -375,6 +417,7 @@ class WarcWriter:
         self._file.flush()
         self._size = len(record)
         self._written[name] = self._size
+        self._ends = [self._size]
         log.info("writing %s", name)
         faults.crash_point("warc-rotation")
 
@@ -386,8 +429,8 @@ class WarcWriter:
             try:
                 self._file.flush()
             except OSError as exc:
-                self._failed = self._write_error(exc)
-                raise StoreError(self._failed) from exc
+                raise self._failure(exc) from exc
+            self._ends = [self._size]
         written, self._written = self._written, {}
         return written
 
