@@ -75,22 +75,74 @@ async def test_a_lease_not_renewed_within_ttl_minus_margin_starts_no_fetch(redis
     assert leases.usable(time.monotonic() + 3 - leases.margin + 0.01) == {}
 
 
-async def test_work_spreads_to_a_joining_node_and_empty_partitions_are_given_up(redis_clients) -> None:
+def balance(leases: Leases, sync: object, live: list[str], partitions: int = 8, running_here=lambda p: 0) -> None:
+    leases.balance(Scripts(sync), read_partitions(sync, KEYS, partitions), live, running_here)
+
+
+def work_held(sync: object, leases: Leases, partitions: int = 8) -> int:
+    states = read_partitions(sync, KEYS, partitions)
+    return sum(states[p].work > 0 for p in leases.held)
+
+
+async def test_work_spreads_to_a_joining_node_and_every_partition_has_a_holder(redis_clients) -> None:
     client, sync = redis_clients
     layout = Layout(partitions=8)
-    scripts = Scripts(sync)
     a, b = Leases("node-01", KEYS, 8, ttl=30), Leases("node-02", KEYS, 8, ttl=30)
     front = frontier(client, a, layout)
     await front.add([new(f"http://h{i}.test/") for i in range(64)])
-    with_work = {p for p, state in enumerate(read_partitions(sync, KEYS, 8)) if state.waiting}
-    a.balance(scripts, read_partitions(sync, KEYS, 8), 1, lambda p: 0)
-    assert set(a.held) == with_work  # alone, a node takes every partition with work
-    a.balance(scripts, read_partitions(sync, KEYS, 8), 2, lambda p: 0)  # a second node is live now
-    a.balance(scripts, read_partitions(sync, KEYS, 8), 2, lambda p: 0)  # drained partitions are released
-    b.balance(scripts, read_partitions(sync, KEYS, 8), 2, lambda p: 0)
-    assert b.held and not set(a.held) & set(b.held)
-    assert abs(len(a.held) - len(b.held)) <= 2
-    for p in b.held:  # node-02's partitions run out of work: it gives them up
+    assert all(state.waiting for state in read_partitions(sync, KEYS, 8))
+    balance(a, sync, ["node-01"])
+    assert a.held == list(range(8))  # alone, a node takes every partition
+    balance(b, sync, ["node-01", "node-02"])  # a second node joins: nothing is free yet
+    assert b.held == [] and b.unsettled  # short of its share, it beats again soon
+    balance(a, sync, ["node-01", "node-02"])  # node-01 sees it: drains what is beyond its share
+    assert a.unsettled and len(a.held) == 8
+    balance(a, sync, ["node-01", "node-02"])  # nothing of them runs here: given back
+    balance(b, sync, ["node-01", "node-02"])
+    assert len(a.held) == len(b.held) == 4 and not set(a.held) & set(b.held)
+    assert not a.unsettled and not b.unsettled
+    for p in b.held:  # node-02's partitions run out of work: it keeps them, so new URLs there are claimed at once
         sync.hset(KEYS.counters(p), mapping={"waiting": 0, "running": 0})
-    b.balance(scripts, read_partitions(sync, KEYS, 8), 2, lambda p: 0)
+    balance(b, sync, ["node-01", "node-02"])
+    assert len(b.held) == 4
+
+
+async def test_a_draining_partition_is_given_back_only_once_nothing_of_it_runs_here(redis_clients) -> None:
+    client, sync = redis_clients
+    a, b = Leases("node-01", KEYS, 4, ttl=30), Leases("node-02", KEYS, 4, ttl=30)
+    await frontier(client, a, Layout(partitions=4)).add([new(f"http://h{i}.test/") for i in range(32)])
+    balance(a, sync, ["node-01"], 4)
+    balance(a, sync, ["node-01", "node-02"], 4)  # two to drain
+    draining = set(range(4)) - set(a.usable())
+    assert len(draining) == 2  # no new fetch starts there, but the leases are still held
+    balance(a, sync, ["node-01", "node-02"], 4, running_here=lambda p: 1)
+    assert set(a.held) == set(range(4))  # their URLs still run here: nobody else may take them yet
+    balance(b, sync, ["node-01", "node-02"], 4)
     assert b.held == []
+    balance(a, sync, ["node-01", "node-02"], 4)
+    balance(b, sync, ["node-01", "node-02"], 4)
+    assert set(b.held) == draining
+
+
+@pytest.mark.parametrize("nodes", [3, 5])
+async def test_every_node_holds_its_share_of_the_partitions_with_work_and_of_all(redis_clients, nodes) -> None:
+    """A node holding its share plus one keeps it, unless another node is short and nothing is free."""
+    client, sync = redis_clients
+    names = [f"node-{i:02d}" for i in range(1, nodes + 1)]
+    leases = [Leases(name, KEYS, 16, ttl=30) for name in names]
+    urls = [new(f"http://h{i}.test/") for i in range(400)]
+    await frontier(client, leases[0], Layout(partitions=16)).add(urls)
+    idle = {p for p in range(16) if p % 3 == 0}  # a third of the partitions have no work
+    for p in idle:
+        sync.hset(KEYS.counters(p), mapping={"waiting": 0, "running": 0})
+    busy = 16 - len(idle)
+    balance(leases[0], sync, names[:1], 16)  # the first node starts alone
+    for _round in range(4):  # then every node beats, in turn, until nothing moves
+        for node in leases:
+            balance(node, sync, names, 16)
+    assert not any(node.unsettled for node in leases)
+    for node in leases:
+        assert busy // nodes - 1 <= work_held(sync, node, 16) <= -(-busy // nodes) + 1, names
+        assert 16 // nodes - 1 <= len(node.held) <= -(-16 // nodes) + 1
+    held = [p for node in leases for p in node.held]
+    assert sorted(held) == list(range(16))  # every partition has one holder

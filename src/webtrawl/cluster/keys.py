@@ -50,6 +50,11 @@ class Keys:
         return f"{{{self.name}:nodes}}"
 
     @property
+    def members(self) -> str:
+        """Counter: raised when a node joins or leaves, so that the others balance their partitions at once."""
+        return f"{{{self.name}:members}}"
+
+    @property
     def control(self) -> str:
         """String: what the crawl is told to do: run, pause, stop; `idle` between `--every` passes; `finished` once it
         is over."""

@@ -11,10 +11,9 @@ Redis may already have let the lease go, so no new fetch starts under it.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +71,7 @@ class Leases:
         self.margin = max(1.0, ttl / 3)
         self._held: Mapping[int, Lease] = {}
         self._draining: frozenset[int] = frozenset()
+        self._short = False
         self._lock = threading.Lock()
 
     # -- read by the event loop ---------------------------------------------------------------------
@@ -141,34 +141,76 @@ class Leases:
         for p in list(self._held):
             self.release(scripts, p)
 
-    def balance(
-        self, scripts: Any, states: list[PartitionState], live_nodes: int, running_here: Callable[[int], int]
-    ) -> None:
-        """Take and give up partitions so that work spreads over the live nodes.
+    @property
+    def unsettled(self) -> bool:
+        """Partitions are moving: some drain here, or this node holds less than its share (`balance`)."""
+        return bool(self._draining) or self._short
 
-        Balanced by partitions with work (waiting or running URLs), not by partition count: a node takes
-        free partitions with work up to its fair share, gives up held partitions that have none, and when
-        it holds more than its share plus one (hysteresis), drains the surplus: it stops claiming from a
-        partition, and releases it once nothing of it runs here.
+    def balance(
+        self, scripts: Any, states: list[PartitionState], live: Iterable[str], running_here: Callable[[int], int]
+    ) -> None:
+        """Take and give up partitions so that every live node holds its share.
+
+        Two shares, each the count divided by the live nodes (±1): of the partitions with work (waiting or
+        running URLs), since those are what a node fetches, and of all partitions, so that every partition
+        has a holder and a URL added to an empty one is claimed at once, not at some node's next heartbeat.
+        The nodes are sorted by id and the first ones take the larger share, so every node reckons the same
+        shares from the same reading. A node gives up what it holds beyond its share, or, when another node
+        is short and no partition is free, one more than the smaller share: an empty partition at once, one
+        with work after draining it (it stops claiming from it and releases it once nothing of it runs here),
+        so no URL runs on two nodes. It takes free partitions with work first, the most waiting first.
         """
-        mine = [p for p in self._held if states[p].work > 0]
-        with_work = sum(state.work > 0 for state in states)
-        fair = math.ceil(with_work / max(1, live_nodes))
-        for p in list(self._held):
-            if states[p].work == 0 and running_here(p) == 0:
-                self.release(scripts, p)
         for p in list(self._draining):
             if running_here(p) == 0:
                 self.release(scripts, p)
-        surplus = len(mine) - (fair + 1)
-        if surplus > 0 and not self._draining:
-            by_waiting = sorted((p for p in mine if p in self._held), key=lambda p: states[p].waiting)
-            self._draining = frozenset(by_waiting[:surplus])
-        free = [p for p, state in enumerate(states) if state.holder is None and state.work > 0]
-        free.sort(key=lambda p: -states[p].waiting)
-        count = len([p for p in self._held if states[p].work > 0 and p not in self._draining])
-        for p in free:
-            if count >= fair:
+        nodes = sorted({*live, self.node})
+        rank = nodes.index(self.node)
+        held: dict[str, list[int]] = {node: [] for node in nodes}
+        for p, state in enumerate(states):
+            if state.holder in held and state.holder != self.node:
+                held[state.holder].append(p)
+        held[self.node] = [p for p in self._held if p not in self._draining]
+        free = [p for p, state in enumerate(states) if state.holder is None and p not in self._held]
+        busy = {p for p, state in enumerate(states) if state.work > 0}
+
+        others = [(node, i) for i, node in enumerate(nodes) if node != self.node]
+
+        def share(count: int, index: int) -> int:
+            return count // len(nodes) + (index < count % len(nodes))
+
+        def excess(mine: int, count: int, theirs: Callable[[str], int], free: bool) -> int:
+            """How many of `mine` (of `count` to share) to give up: down to this node's share when it holds
+            two more; one when it holds more than the smaller share and another node is short of its own."""
+            own = share(count, rank)
+            if mine > own + 1:
+                return mine - own
+            short = any(theirs(node) < share(count, i) for node, i in others)
+            return int(mine > count // len(nodes) and short and not free)
+
+        mine = sorted((p for p in held[self.node] if p in busy), key=lambda p: states[p].waiting)
+        free_busy = sorted((p for p in free if p in busy), key=lambda p: -states[p].waiting)
+        drain = excess(len(mine), len(busy), lambda node: sum(p in busy for p in held[node]), bool(free_busy))
+        if drain and not self._draining:
+            self._draining = frozenset(mine[:drain])
+            mine = mine[drain:]
+        own = share(len(busy), rank)
+        for p in free_busy:
+            if len(mine) >= own:
                 break
             if self.acquire(scripts, p):
-                count += 1
+                mine.append(p)
+        self._short = len(mine) < own
+
+        kept = [p for p in self._held if p not in self._draining]
+        free_idle = [p for p in free if p not in busy]
+        give = excess(len(kept), self.partitions, lambda node: len(held[node]), bool(free_idle))
+        for p in [p for p in kept if p not in busy and running_here(p) == 0][:give]:
+            self.release(scripts, p)
+            kept.remove(p)
+        own = share(self.partitions, rank)
+        for p in free_idle:
+            if len(kept) >= own:
+                break
+            if self.acquire(scripts, p):
+                kept.append(p)
+        self._short |= len(kept) < own

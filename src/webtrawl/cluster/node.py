@@ -7,8 +7,8 @@ restarted node cuts its files back as an embedded crawl does); results travel to
 the partitions' streams.
 
 The heartbeat runs on a thread of its own with its own Redis connection, so a busy event loop can never
-make the node miss a renewal: every 2 s it renews the node's leases, publishes its stats, reads the
-control key and balances partitions (`leases.Leases.balance`).
+make the node miss a renewal: every 2 s (every 0.25 s while partitions move) it renews the node's leases,
+publishes its stats, reads the control key and balances partitions (`leases.Leases.balance`).
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 NODE_DB = "node.db"
 HEARTBEAT = 2.0
 """Seconds between heartbeats."""
+REBALANCE = 0.25
+"""Seconds between heartbeats while partitions move (`Leases.unsettled`): a partition drained here is given
+back, and one another node gave back is taken, a quarter of a second after it can be, not two."""
 LIVE_FOR = 3 * HEARTBEAT
 """A node whose last heartbeat is older than this (by Redis' clock) is not counted as live."""
 
@@ -110,12 +113,16 @@ class Heartbeat(threading.Thread):
         self.gone = False
         """Set when Redis no longer holds this node's crawl: there is nothing left to give back or report to."""
         self._failing = False
+        self._members: bytes | None = None
+        """`Keys.members` as the last heartbeat read it."""
+        self._joined = False
 
     def run(self) -> None:
         while not self._halt.is_set():
             started = time.monotonic()
             try:
                 self.beat()
+                self._wait_for_next(started)
                 if self._failing:
                     log.warning("Redis answers again")
                     self._failing = False
@@ -128,10 +135,20 @@ class Heartbeat(threading.Thread):
                 if not self._failing:
                     log.warning("heartbeat failed (%s); retrying every %.0f s", exc, HEARTBEAT)
                     self._failing = True
-            self._halt.wait(max(0.1, HEARTBEAT - (time.monotonic() - started)))
+                self._halt.wait(max(0.1, HEARTBEAT - (time.monotonic() - started)))
+
+    def _wait_for_next(self, started: float) -> None:
+        """Until the next heartbeat is due: `HEARTBEAT` after the last, `REBALANCE` while partitions move, or
+        as soon as a node joins or leaves (`Keys.members`, read every `REBALANCE`)."""
+        every = REBALANCE if self._leases.unsettled else HEARTBEAT
+        due = started + every
+        while not self._halt.wait(max(0.0, min(REBALANCE, due - time.monotonic()))):
+            if time.monotonic() >= due or self._client.get(self._keys.members) != self._members:
+                return
 
     def beat(self) -> None:
         keys, client = self._keys, self._client
+        self._members = client.get(keys.members)
         if not present(client.hmget(keys.meta, "identity", INCARNATION), self._layout.incarnation):
             # Redis lost the crawl: its partitions are empty (or a new coordinator rebuilt it), not to be taken
             self.gone = True
@@ -149,9 +166,7 @@ class Heartbeat(threading.Thread):
         if control in ("run", "resume") and self.state == "running":
             live = live_nodes(client, keys)
             states = read_partitions(client, keys, self._layout.partitions)
-            self._leases.balance(
-                self._scripts, states, max(1, len(live) + (self._leases.node not in live)), self._running_in
-            )
+            self._leases.balance(self._scripts, states, live, self._running_in)
         self.publish()
 
     def publish(self, state: str | None = None) -> None:
@@ -163,6 +178,9 @@ class Heartbeat(threading.Thread):
             "at": seconds * 1000 + micros // 1000,
         }
         self._client.hset(self._keys.nodes, self._leases.node, json.dumps(info))
+        if not self._joined or state == "left":  # the other nodes balance at once, not at their next heartbeat
+            self._joined = True
+            self._client.incr(self._keys.members)
 
     def stop(self) -> None:
         """Stop beating, give the partitions back (their running URLs return to waiting)."""
