@@ -206,6 +206,7 @@ def test_a_crawl_redis_forgot_ends_with_one_line_and_goes_on_from_the_coordinato
             code, _out, err = process.finish()
             assert code == 2, err
             assert err.splitlines()[-1].startswith(f"webtrawl: error: {gone}"), err
+            assert err.splitlines()[-1].endswith("Run Redis with appendonly yes to keep a crawl across restarts")
             assert "Traceback" not in err
         with redis.Redis.from_url(server.url) as client:
             written = client.keys("{dist:p*") + client.keys("{dist:scope*")
@@ -227,6 +228,23 @@ def test_a_crawl_redis_forgot_ends_with_one_line_and_goes_on_from_the_coordinato
     # The URLs in flight when Redis was lost were fetched again, but their first results never reached the
     # index: every page has one capture.
     assert refetched(tmp_path / "coord") == set()
+
+
+def test_a_flushed_redis_that_keeps_its_data_on_disk_is_not_told_to(tmp_path: Path) -> None:
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:  # appendonly yes
+        coord = coordinator(sites, server.url, tmp_path / "coord")
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
+        wait_for_done(server.url, 20)
+        with redis.Redis.from_url(server.url) as admin:
+            admin.flushall()
+        for process in (coord, helper):
+            code, _out, err = process.finish()
+            assert code == 2, err
+            last = err.splitlines()[-1]
+            assert last.startswith(f"webtrawl: error: crawl {KEYS.name!r} is no longer in Redis"), err
+            assert last.endswith("Redis keeps its data on disk (appendonly yes): it was flushed (FLUSHALL, FLUSHDB) "
+                                 "or lost its files")  # fmt: skip
 
 
 def test_a_restarted_coordinator_gathers_every_capture_once(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ about). Redis errors are turned into ours here, so callers never see a redis-py 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
@@ -214,9 +215,37 @@ GONE_REPLY = "CRAWLGONE "
 def crawl_gone(name: str) -> CrawlGone:
     return CrawlGone(
         f"crawl {name!r} is no longer in Redis: Redis lost it (it restarted with nothing on disk, or was "
-        "flushed). Run the coordinator's command again: it rebuilds the crawl in Redis from its index. Run "
-        "Redis with appendonly yes to keep a crawl across restarts"
+        "flushed). Run the coordinator's command again: it rebuilds the crawl in Redis from its index"
     )
+
+
+@contextlib.asynccontextmanager
+async def advising_when_gone(client: Client) -> AsyncIterator[None]:
+    """A `CrawlGone` raised inside says what would keep the crawl next time, as the server's settings tell:
+    enabling AOF is advice only for a server without it (one with it was flushed, or lost its files)."""
+    try:
+        yield
+    except CrawlGone as exc:
+        raise CrawlGone(f"{exc}. {await _durability_advice(client)}") from None
+    except BaseExceptionGroup as group:  # the crawl's tasks run in groups
+        gone, other = group.split(CrawlGone)
+        if gone is None or other is not None:
+            raise
+        first: BaseException = gone
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise CrawlGone(f"{first}. {await _durability_advice(client)}") from None
+
+
+async def _durability_advice(client: Client) -> str:
+    nodes: Sequence[Redis | ClusterNode] = client.get_primaries() if isinstance(client, RedisCluster) else [client]
+    try:
+        kept = [(await _settings(client, node)).get("appendonly") == "yes" for node in nodes]
+    except RedisError:
+        kept = [False]
+    if all(kept):
+        return "Redis keeps its data on disk (appendonly yes): it was flushed (FLUSHALL, FLUSHDB) or lost its files"
+    return "Run Redis with appendonly yes to keep a crawl across restarts"
 
 
 async def persist(what: str, call: Callable[[], Awaitable[T]]) -> T:

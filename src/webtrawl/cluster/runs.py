@@ -29,7 +29,7 @@ from .layout import Layout
 from .leases import Leases
 from .node import HEARTBEAT, Node, live_nodes, register
 from .ownnode import OwnNode, following_coordinator
-from .redisconn import cancel, joining, open_clients, persist, pipelined
+from .redisconn import advising_when_gone, cancel, joining, open_clients, persist, pipelined
 from .restore import restore_if_due
 from .status import all_nodes
 
@@ -61,22 +61,23 @@ async def run_coordinator(
     keys = Keys(config.name)
     lease = CoordinatorLease(client, keys, layout.lease_ttl)
     try:
-        await lease.acquire(on_event)
-        try:
-            config, layout = await create_or_join(client, keys, config, layout)
-            return await _coordinate(
-                config,
-                client,
-                sync,
-                keys,
-                layout,
-                lease,
-                node_url=url if fetch else None,
-                on_event=on_event,
-                interrupts=interrupts,
-            )
-        finally:
-            await lease.release()
+        async with advising_when_gone(client):
+            await lease.acquire(on_event)
+            try:
+                config, layout = await create_or_join(client, keys, config, layout)
+                return await _coordinate(
+                    config,
+                    client,
+                    sync,
+                    keys,
+                    layout,
+                    lease,
+                    node_url=url if fetch else None,
+                    on_event=on_event,
+                    interrupts=interrupts,
+                )
+            finally:
+                await lease.release()
     finally:
         await client.aclose()
         sync.close()
@@ -356,6 +357,7 @@ async def run_worker(
         client, sync = await open_clients(url, attached=attached)
         stack.push_async_callback(client.aclose)
         stack.callback(sync.close)
+        await stack.enter_async_context(advising_when_gone(client))
         keys = Keys(name)
         overrides: dict[str, Any] = {}
         if concurrency is not None:
