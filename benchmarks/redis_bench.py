@@ -60,6 +60,9 @@ EXPECTED_URLS = 10_000_000
 PARTITIONS = 64
 MEMORY_URLS = 100_000
 MEMORY_HOSTS = 100
+WAITING_KINDS = ("q", "w", "d", "h")
+"""The keys a waiting URL costs (`cluster/lua/common.lua`): its host's queues, the waiting index, the host's
+depths and heads."""
 WATCH_EVERY = 0.5
 """Seconds between two samples of the crawl's counters in Redis."""
 TOP_COMMANDS = 6
@@ -362,11 +365,17 @@ def print_memory(figures: list[MemoryFigure]) -> None:
         f"\nRedis memory per waiting URL: {MEMORY_URLS:,} URLs of {MEMORY_HOSTS} hosts added to an empty crawl "
         f"({PARTITIONS} partitions, Bloom sized for {EXPECTED_URLS:,} URLs)"
     )
-    print("dedup | bytes/URL | by key kind (MEMORY USAGE, bytes/URL)")
-    print("------+-----------+--------------------------------------")
+    print("dedup | bytes/URL | waiting (q+w+d+h) | by key kind (MEMORY USAGE, bytes/URL)")
+    print("------+-----------+-------------------+--------------------------------------")
     for f in figures:
         kinds = ", ".join(f"{kind} {size / f.urls:.1f}" for kind, size in f.by_kind.items())
-        print(f"{f.dedup:<5} | {f.used / f.urls:>9.1f} | {kinds}")
+        waiting = sum(size for kind, size in f.by_kind.items() if kind in WAITING_KINDS) / f.urls
+        print(f"{f.dedup:<5} | {f.used / f.urls:>9.1f} | {waiting:>17.1f} | {kinds}")
+    bloom = next((f.by_kind.get("bf", 0) for f in figures if f.dedup == "bloom"), 0)
+    print(
+        f"The Bloom filter is allocated for its capacity: {bloom / EXPECTED_URLS:.1f} bytes per URL once "
+        f"{EXPECTED_URLS:,} URLs are in; the waiting column is what each waiting URL costs beside it."
+    )
 
 
 # -- main -----------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from ..store.ingest import ingest_round
 from ..urls import NORMALIZATION_VERSION
 from .events import Event, LeaseHeld
 from .keys import Keys
+from .layout import VERSION as LAYOUT_VERSION
 from .layout import Layout
 from .leases import PARTITION_FIELDS
 from .redisconn import crawl_gone, persist, pipelined
@@ -160,7 +161,14 @@ async def load_crawl(client: Any, keys: Keys, **overrides: Any) -> tuple[CrawlCo
     config, layout = await client.hmget(keys.meta, "config", "layout")
     if config is None:
         raise ConfigError(f"no crawl named {keys.name!r} in this Redis: start it with `webtrawl crawl URL --redis …`")
-    return config_from_document(json.loads(config), **overrides), Layout(**json.loads(layout))
+    stored = json.loads(layout)
+    if stored.get("version", 1) != LAYOUT_VERSION:
+        raise ConfigError(
+            f"crawl {keys.name!r} in Redis was created by an earlier webtrawl, which keeps its URLs in another "
+            f"form: finish it with that version, or delete its keys (redis-cli --scan --pattern '{{{keys.name}:*' "
+            "| xargs redis-cli del) and run the coordinator's command again: it rebuilds the crawl from its index"
+        )
+    return config_from_document(json.loads(config), **overrides), Layout(**stored)
 
 
 def present(stored: list[bytes | None], incarnation: str) -> bool:

@@ -30,7 +30,7 @@ from ..models import Completion, Entry, FrontierCounts, NewURL, Previous, Resour
 from ..politeness import Politeness
 from ..urls import origin, partition_of, template
 from .bloom import fp_bytes
-from .entries import decode_entry, encode_entry
+from .entries import decode_record, encode_record
 from .keys import Keys
 from .layout import Layout
 from .leases import PARTITION_FIELDS, Leases
@@ -76,6 +76,7 @@ class RedisFrontier:
         """`host_limits`: the hosts' shared slots, needed when URLs are partitioned by URL. `importance`: the
         crawl orders each depth by importance (`frontier.importance`), fixed when the crawl is created."""
         self._importance = importance
+        self._order = "importance" if importance else "bfs"
         self._client = client
         self._keys = keys
         self._layout = layout
@@ -195,14 +196,25 @@ class RedisFrontier:
         for p, chunk in self._chunks(urls, lambda u: u):
             args: list[Any] = list(head)
             for u in chunk:
-                referrer = "" if u.referrer_fp is None else str(u.referrer_fp)
                 share = "" if cash is None else repr(cash.get(u.fp, 0.0))
-                blob = encode_entry(u.url, u.host, u.depth, u.kind, u.referrer_fp, u.via, previous.get(u.fp))
-                args += [fp_bytes(u.fp), u.host, u.depth, blob, u.kind, template(u.url), referrer, share]
-            new, heads = await self._script("adding URLs", self._scripts.add, p, args)
+                record = encode_record(u.fp, u.url, u.host, u.kind, u.referrer_fp, u.via, previous.get(u.fp))
+                args += [u.host, u.depth, record, u.kind, template(u.url), share]
+            new, heads, over = await self._script("adding URLs", self._scripts.add, p, args)
             added += int(new)
             self._apply_heads(p, heads)
+            if over:
+                await self._over_budget(p, chunk, over)
         return added
+
+    async def _over_budget(self, p: int, chunk: Sequence[NewURL], over: list[bytes]) -> None:
+        """Record the URLs of `chunk` that `add.lua` found over a budget (fingerprint, reason pairs) as drops,
+        with the page that linked them, for the coordinator."""
+        by_fp = {fp_bytes(u.fp): u for u in chunk}
+        drops = []
+        for i in range(0, len(over), 2):
+            u = by_fp[over[i]]
+            drops.append([u.url, over[i + 1].decode(), "" if u.referrer_fp is None else str(u.referrer_fp)])
+        await self._script("recording drops", self._scripts.drops, p, [json.dumps(drops)])
 
     async def restore(self, rows: Sequence[tuple[Entry, State]]) -> int:
         """Put back URLs of a crawl this Redis lost, as the coordinator's index has them: an ended URL is seen,
@@ -234,9 +246,9 @@ class RedisFrontier:
             args: list[Any] = []
             for item in chunk:
                 e = item.entry
-                blob = encode_entry(e.url, e.host, e.depth, e.kind, e.referrer_fp, e.via, e.previous)
+                record = encode_record(e.fp, e.url, e.host, e.kind, e.referrer_fp, e.via, e.previous)
                 share = repr(e.priority) if self._importance else ""
-                args += [fp_bytes(e.fp), e.host, e.depth, blob, item.ended, share]
+                args += [e.host, e.depth, record, item.ended, share]
             n, heads = await self._script("re-queuing URLs", self._scripts.revisit, p, args)
             requeued += int(n)
             self._apply_heads(p, heads)
@@ -282,7 +294,7 @@ class RedisFrontier:
         now = time.time()
         for p in [p for p, at in self._retry_at.items() if at <= now and p in usable]:
             del self._retry_at[p]  # the claim script puts due retries back in their hosts' queues
-            reply = await self._script("claiming", self._scripts.claim, p, [usable[p]])
+            reply = await self._script("claiming", self._scripts.claim, p, [usable[p], self._order])
             if reply is not None:
                 self._apply_heads(p, reply[1])
         politeness, names, hosts = self._politeness, self._host_names, self._hosts
@@ -311,7 +323,7 @@ class RedisFrontier:
         for p, wanted in plan.items():
             if not wanted:
                 continue
-            args: list[Any] = [usable[p]]
+            args: list[Any] = [usable[p], self._order]
             for host_id, take in wanted:
                 args += [names[host_id], take]
             reply = await self._script("claiming", self._scripts.claim, p, args)
@@ -320,10 +332,11 @@ class RedisFrontier:
                 self._forget_partition(p)
             else:
                 flat, heads = reply
-                for i in range(0, len(flat), 4):
-                    entry = decode_entry(flat[i], flat[i + 1], int(flat[i + 2]), flat[i + 3])
+                for i in range(0, len(flat), 5):
+                    host = flat[i].decode()
+                    entry = decode_record(flat[i + 2], host, int(flat[i + 1]), int(flat[i + 3]), flat[i + 4])
                     entries.append(entry)
-                    got[entry.host] += 1
+                    got[host] += 1
                 self._apply_heads(p, heads)
                 self._in_flight[p].update(entry.fp for entry in entries[len(entries) - sum(got.values()) :])
             started = time.monotonic()

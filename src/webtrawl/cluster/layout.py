@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+VERSION = 2
+"""The form of the partitions' keys (`cluster/lua/common.lua`): 2 since waiting URLs are records in lists."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Layout:
@@ -24,6 +27,9 @@ class Layout:
     partition_by: str = "host"
     """"host": a host's URLs share a partition (one node paces it); "url": URLs spread one site over every
     node, and the host's limits and robots.txt are shared through Redis (`cluster.hostlimits`)."""
+    version: int = VERSION
+    """The form of its partitions' keys: a crawl created by a webtrawl with another form is refused
+    (`coordinator.load_crawl`)."""
     incarnation: str = ""
     """The id the crawl got when it was created in this Redis, which every partition script checks (see
     `cluster.scripts.Scripts`); given by the coordinator that creates it."""

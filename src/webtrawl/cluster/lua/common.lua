@@ -4,52 +4,137 @@
 -- ARGV[1] is the crawl's incarnation (the id it got when it was created in this Redis), taken off ARGV here:
 -- a partition that does not have it refuses the call, so nothing writes into a crawl this Redis lost
 -- (flushed, or restarted with nothing on disk) or into one rebuilt since by a new coordinator.
---   :c        hash: waiting, running, done, failed, seq (arrival counter), epoch, act (activity counter),
---             crawl (the incarnation; none for a crawl created before incarnations)
---   :lease    string "node:epoch", with the lease's TTL
---   :h        zset host -> head (smallest depth among its fetchable waiting URLs)
---   :q:HOST   zset fp -> depth * 2^32 + within: the host's waiting URLs in breadth-first order; within a
---             depth by arrival (seq), or by importance when the URL has cash
---   :e        hash fp -> entry (JSON made by the node: url, host, depth, kind, referrer, via[, previous fetch])
---   :cash     hash fp -> OPIC cash of a waiting or running URL (only when the crawl orders by importance)
---   :att      hash fp -> attempts made (only for URLs tried before)
---   :run      hash fp -> lease token the URL was handed out under
---   :later    zset fp -> time (ms, Redis clock) a retry is due
---   :s        stream of results for the coordinator
+--   :c         hash: waiting, running, done, failed, act (activity counter), epoch, crawl (the incarnation),
+--              wl, ws, wn (the waiting index's level, split bucket and size)
+--   :lease     string "node:epoch", with the lease's TTL
+--   :h         zset host -> head (smallest depth among its fetchable waiting URLs)
+--   :d:HOST    zset: the depths at which HOST has a queue
+--   :q:HOST:D  list: HOST's waiting URLs at depth D in arrival order, each a record (`cluster/entries.py`:
+--              its fingerprint in the first 8 bytes, then the rest of the URL's entry)
+--   :w:B       hash fp -> depth of its record that counts: the waiting index, in buckets (below)
+--   :e         hash fp -> {depth, host, record} of a URL out of the queues: running, or waiting for a retry
+--   :cash      hash fp -> OPIC cash of a waiting or running URL (only when the crawl orders by importance)
+--   :att       hash fp -> attempts made (only for URLs tried before)
+--   :run       hash fp -> lease token the URL was handed out under
+--   :later     zset fp -> time (ms, Redis clock) a retry is due
+--   :s         stream of results for the coordinator
+-- A waiting URL costs its record in a list and a field in a small hash of the index, both kept by Redis in
+-- its compact encodings (listpack): about 20 bytes beside the record, where a hash of entries and a sorted
+-- set per host took about 200. A URL found again closer to the seeds is queued again at the smaller depth;
+-- the index then names that depth, and its earlier record is skipped when it comes up (stale).
+-- The index grows by linear hashing: bucket B of 2^wl (+ ws split) holds the fingerprints whose first four
+-- bytes are B modulo the bucket count; past INDEX_LOAD fingerprints a bucket on average, the next bucket
+-- splits in two, so every bucket stays small enough for a listpack however large the crawl grows.
 local PREFIX = string.sub(KEYS[1], 1, -3)
 local C = KEYS[1]
 if (redis.call('HGET', C, 'crawl') or '') ~= table.remove(ARGV, 1) then
   return redis.error_reply('CRAWLGONE ' .. string.match(PREFIX, '^{(.*):p%d+}$'))
 end
-local SEQ_SPAN = 4294967296
+local INDEX_LOAD = 48
+local RUNNING, QUEUED = PREFIX .. ':run', PREFIX .. ':e'
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function enqueue(fp, host, depth)
-  -- More cash, a smaller score: first within its depth (ties by fingerprint).
-  local cash = redis.call('HGET', PREFIX .. ':cash', fp)
-  local within
-  if cash then
-    within = math.floor((SEQ_SPAN - 1) / (1 + tonumber(cash)))
-  else
-    within = redis.call('HINCRBY', C, 'seq', 1)
+local index_state
+local function index()
+  if not index_state then
+    local s = redis.call('HMGET', C, 'wl', 'ws', 'wn')
+    index_state = {level = tonumber(s[1] or 0), split = tonumber(s[2] or 0), size = tonumber(s[3] or 0)}
   end
-  redis.call('ZADD', PREFIX .. ':q:' .. host, depth * SEQ_SPAN + within, fp)
+  return index_state
+end
+
+local function hash_of(fp)
+  local a, b, c, d = string.byte(fp, 1, 4)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+local function bucket(fp)
+  local s = index()
+  local span = 2 ^ s.level
+  local h = hash_of(fp)
+  local b = h % span
+  if b < s.split then
+    b = h % (2 * span)
+  end
+  return PREFIX .. ':w:' .. b
+end
+
+local function split_next()
+  local s = index()
+  local span = 2 ^ s.level
+  local from, to = PREFIX .. ':w:' .. s.split, PREFIX .. ':w:' .. (s.split + span)
+  local fields = redis.call('HGETALL', from)
+  for i = 1, #fields, 2 do
+    if hash_of(fields[i]) % (2 * span) ~= s.split then
+      redis.call('HSET', to, fields[i], fields[i + 1])
+      redis.call('HDEL', from, fields[i])
+    end
+  end
+  s.split = s.split + 1
+  if s.split == span then
+    s.level, s.split = s.level + 1, 0
+  end
+  redis.call('HSET', C, 'wl', s.level, 'ws', s.split)
+end
+
+-- The depth fp waits at, or nil (not waiting in a queue).
+local function queued_depth(fp)
+  local depth = redis.call('HGET', bucket(fp), fp)
+  if depth then
+    return tonumber(depth)
+  end
+  return nil
+end
+
+local function unindex(fp)
+  if redis.call('HDEL', bucket(fp), fp) == 1 then
+    local s = index()
+    s.size = s.size - 1
+    redis.call('HSET', C, 'wn', s.size)
+  end
+end
+
+-- Whether fp is waiting or running (or waiting for a retry): known to the frontier, not only to the dedup.
+local function present(fp)
+  return queued_depth(fp) ~= nil or redis.call('HEXISTS', QUEUED, fp) == 1
+end
+
+local function enqueue(host, depth, record)
+  local fp = string.sub(record, 1, 8)
+  redis.call('RPUSH', PREFIX .. ':q:' .. host .. ':' .. depth, record)
+  redis.call('ZADD', PREFIX .. ':d:' .. host, depth, depth)
   redis.call('ZADD', PREFIX .. ':h', 'LT', depth, host)
+  if redis.call('HSET', bucket(fp), fp, depth) == 1 then
+    local s = index()
+    s.size = s.size + 1
+    redis.call('HSET', C, 'wn', s.size)
+    if s.size > INDEX_LOAD * (2 ^ s.level + s.split) then
+      split_next()
+    end
+  end
+end
+
+-- Back in its queue, a URL that was out of them (running, or waiting for a retry).
+local function unqueued(fp)
+  local kept = redis.call('HGET', QUEUED, fp)
+  if kept then
+    local depth, host, record = cmsgpack.unpack(kept)
+    enqueue(host, depth, record)
+    redis.call('HDEL', QUEUED, fp)
+    return host
+  end
+  return nil
 end
 
 local function requeue(fps)
   -- Running URLs back to waiting (their lease passed on, or their node no longer has them in flight).
   for _, fp in ipairs(fps) do
-    local blob = redis.call('HGET', PREFIX .. ':e', fp)
-    if blob then
-      local entry = cjson.decode(blob)
-      enqueue(fp, entry[2], entry[3])
-    end
-    redis.call('HDEL', PREFIX .. ':run', fp)
+    unqueued(fp)
+    redis.call('HDEL', RUNNING, fp)
   end
   if #fps > 0 then
     redis.call('HINCRBY', C, 'running', -#fps)
@@ -60,9 +145,20 @@ local function requeue(fps)
 end
 
 local function requeue_running()
-  return requeue(redis.call('HKEYS', PREFIX .. ':run'))
+  return requeue(redis.call('HKEYS', RUNNING))
 end
 
 local function holds(token)
   return redis.call('GET', PREFIX .. ':lease') == token
+end
+
+-- The head of a host's queues: its smallest depth with a queue, or false (none left).
+local function head_of(host)
+  local depth = redis.call('ZRANGE', PREFIX .. ':d:' .. host, 0, 0)[1]
+  if depth then
+    redis.call('ZADD', PREFIX .. ':h', depth, host)
+    return tonumber(depth)
+  end
+  redis.call('ZREM', PREFIX .. ':h', host)
+  return false
 end

@@ -1,20 +1,19 @@
 -- Put ended URLs back in their hosts' queues for a re-crawl pass (the coordinator does, for URLs whose revisit
--- is due). ARGV: 6 values per URL: fp, host, depth, entry JSON (with the previous fetch), the state it ended in
+-- is due). ARGV: 5 values per URL: host, depth, record (with the previous fetch), the state it ended in
 -- ('done' | 'failed'), cash ('' unless the crawl orders by importance).
 -- A URL waiting or running already is left as it is. Returns {re-queued, {host, head, ...}}.
-local entries, cashes = PREFIX .. ':e', PREFIX .. ':cash'
+local cashes = PREFIX .. ':cash'
 local counts = {done = 0, failed = 0}
 local requeued, touched = 0, {}
-for i = 1, #ARGV, 6 do
-  local fp, host, depth, blob, ended, cash = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4],
-    ARGV[i + 5]
-  if redis.call('HEXISTS', entries, fp) == 0 then
-    redis.call('HSET', entries, fp, blob)
+for i = 1, #ARGV, 5 do
+  local host, depth, record, ended, cash = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local fp = string.sub(record, 1, 8)
+  if not present(fp) then
     redis.call('HDEL', PREFIX .. ':att', fp)
     if cash ~= '' then
       redis.call('HSET', cashes, fp, cash)
     end
-    enqueue(fp, host, depth)
+    enqueue(host, depth, record)
     counts[ended] = counts[ended] + 1
     requeued = requeued + 1
     touched[host] = true
