@@ -13,7 +13,7 @@ local attempts, cashes = PREFIX .. ':att', PREFIX .. ':cash'
 local due = redis.call('ZRANGEBYSCORE', PREFIX .. ':later', '-inf', now_ms(), 'LIMIT', 0, 1000)
 local touched, out, heads, taken = {}, {}, {}, 0
 for _, fp in ipairs(due) do
-  local host = unqueued(fp)
+  local host = retry_due(fp)
   if host then
     touched[host] = true
   end
@@ -23,8 +23,7 @@ end
 local function hand_out(host, depth, record)
   local fp = string.sub(record, 1, 8)
   unindex(fp)
-  redis.call('HSET', RUNNING, fp, token)
-  redis.call('HSET', QUEUED, fp, cmsgpack.pack(depth, host, record))
+  redis.call('HSET', RUNNING, fp, cmsgpack.pack(token, depth, host, record))
   out[#out + 1] = host
   out[#out + 1] = depth
   out[#out + 1] = record

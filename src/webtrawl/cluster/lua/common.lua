@@ -5,17 +5,17 @@
 -- a partition that does not have it refuses the call, so nothing writes into a crawl this Redis lost
 -- (flushed, or restarted with nothing on disk) or into one rebuilt since by a new coordinator.
 --   :c         hash: waiting, running, done, failed, act (activity counter), epoch, crawl (the incarnation),
---              wl, ws, wn (the waiting index's level, split bucket and size)
+--              wl, ws (the waiting index's level and split bucket)
 --   :lease     string "node:epoch", with the lease's TTL
 --   :h         zset host -> head (smallest depth among its fetchable waiting URLs)
 --   :d:HOST    zset: the depths at which HOST has a queue
 --   :q:HOST:D  list: HOST's waiting URLs at depth D in arrival order, each a record (`cluster/entries.py`:
 --              its fingerprint in the first 8 bytes, then the rest of the URL's entry)
 --   :w:B       hash fp -> depth of its record that counts: the waiting index, in buckets (below)
---   :e         hash fp -> {depth, host, record} of a URL out of the queues: running, or waiting for a retry
+--   :e         hash fp -> {depth, host, record} (msgpack) of a URL waiting for a retry
 --   :cash      hash fp -> OPIC cash of a waiting or running URL (only when the crawl orders by importance)
 --   :att       hash fp -> attempts made (only for URLs tried before)
---   :run       hash fp -> lease token the URL was handed out under
+--   :run       hash fp -> {lease token it was handed out under, depth, host, record} (msgpack)
 --   :later     zset fp -> time (ms, Redis clock) a retry is due
 --   :s         stream of results for the coordinator
 -- A waiting URL costs its record in a list and a field in a small hash of the index, both kept by Redis in
@@ -23,15 +23,16 @@
 -- set per host took about 200. A URL found again closer to the seeds is queued again at the smaller depth;
 -- the index then names that depth, and its earlier record is skipped when it comes up (stale).
 -- The index grows by linear hashing: bucket B of 2^wl (+ ws split) holds the fingerprints whose first four
--- bytes are B modulo the bucket count; past INDEX_LOAD fingerprints a bucket on average, the next bucket
--- splits in two, so every bucket stays small enough for a listpack however large the crawl grows.
+-- bytes are B modulo the bucket count; past INDEX_LOAD waiting URLs a bucket on average (the partition's
+-- `waiting` counter, which also counts the few waiting for a retry), the next bucket splits in two, so every
+-- bucket stays small enough for a listpack however large the crawl grows.
 local PREFIX = string.sub(KEYS[1], 1, -3)
 local C = KEYS[1]
 if (redis.call('HGET', C, 'crawl') or '') ~= table.remove(ARGV, 1) then
   return redis.error_reply('CRAWLGONE ' .. string.match(PREFIX, '^{(.*):p%d+}$'))
 end
 local INDEX_LOAD = 48
-local RUNNING, QUEUED = PREFIX .. ':run', PREFIX .. ':e'
+local RUNNING, RETRYING = PREFIX .. ':run', PREFIX .. ':e'
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -41,7 +42,7 @@ end
 local index_state
 local function index()
   if not index_state then
-    local s = redis.call('HMGET', C, 'wl', 'ws', 'wn')
+    local s = redis.call('HMGET', C, 'wl', 'ws', 'waiting')
     index_state = {level = tonumber(s[1] or 0), split = tonumber(s[2] or 0), size = tonumber(s[3] or 0)}
   end
   return index_state
@@ -94,13 +95,13 @@ local function unindex(fp)
   if redis.call('HDEL', bucket(fp), fp) == 1 then
     local s = index()
     s.size = s.size - 1
-    redis.call('HSET', C, 'wn', s.size)
   end
 end
 
 -- Whether fp is waiting or running (or waiting for a retry): known to the frontier, not only to the dedup.
 local function present(fp)
-  return queued_depth(fp) ~= nil or redis.call('HEXISTS', QUEUED, fp) == 1
+  return queued_depth(fp) ~= nil or redis.call('HEXISTS', RUNNING, fp) == 1
+    or redis.call('HEXISTS', RETRYING, fp) == 1
 end
 
 local function enqueue(host, depth, record)
@@ -111,20 +112,19 @@ local function enqueue(host, depth, record)
   if redis.call('HSET', bucket(fp), fp, depth) == 1 then
     local s = index()
     s.size = s.size + 1
-    redis.call('HSET', C, 'wn', s.size)
     if s.size > INDEX_LOAD * (2 ^ s.level + s.split) then
       split_next()
     end
   end
 end
 
--- Back in its queue, a URL that was out of them (running, or waiting for a retry).
-local function unqueued(fp)
-  local kept = redis.call('HGET', QUEUED, fp)
+-- Back in its queue, a URL that waited for a retry now due; returns its host (nil: it is not waiting).
+local function retry_due(fp)
+  local kept = redis.call('HGET', RETRYING, fp)
   if kept then
     local depth, host, record = cmsgpack.unpack(kept)
     enqueue(host, depth, record)
-    redis.call('HDEL', QUEUED, fp)
+    redis.call('HDEL', RETRYING, fp)
     return host
   end
   return nil
@@ -133,8 +133,12 @@ end
 local function requeue(fps)
   -- Running URLs back to waiting (their lease passed on, or their node no longer has them in flight).
   for _, fp in ipairs(fps) do
-    unqueued(fp)
-    redis.call('HDEL', RUNNING, fp)
+    local running = redis.call('HGET', RUNNING, fp)
+    if running then
+      local _token, depth, host, record = cmsgpack.unpack(running)
+      enqueue(host, depth, record)
+      redis.call('HDEL', RUNNING, fp)
+    end
   end
   if #fps > 0 then
     redis.call('HINCRBY', C, 'running', -#fps)

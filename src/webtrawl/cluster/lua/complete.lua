@@ -7,21 +7,26 @@ local token = ARGV[1]
 if not holds(token) then
   return false
 end
-local run, entries, attempts = PREFIX .. ':run', PREFIX .. ':e', PREFIX .. ':att'
+local attempts = PREFIX .. ':att'
 local stream = PREFIX .. ':s'
 local now = now_ms()
 local completed, skipped, retried = 0, 0, 0
 local finished = {done = 0, failed = 0}
 for i = 2, #ARGV, 4 do
   local fp, verdict, delay, result = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
-  if redis.call('HGET', run, fp) == token then
-    redis.call('HDEL', run, fp)
+  local running = redis.call('HGET', RUNNING, fp)
+  local under, depth, host, record
+  if running then
+    under, depth, host, record = cmsgpack.unpack(running)
+  end
+  if under == token then
+    redis.call('HDEL', RUNNING, fp)
     if verdict == 'retry' then
+      redis.call('HSET', RETRYING, fp, cmsgpack.pack(depth, host, record))
       redis.call('HINCRBY', attempts, fp, 1)
       redis.call('ZADD', PREFIX .. ':later', now + delay, fp)
       retried = retried + 1
     else
-      redis.call('HDEL', entries, fp)
       redis.call('HDEL', attempts, fp)
       redis.call('HDEL', PREFIX .. ':cash', fp)
       finished[verdict] = finished[verdict] + 1

@@ -32,9 +32,9 @@ elseif op == 'reconcile' then
   for i = 4, #ARGV do
     keep[ARGV[i]] = true
   end
-  local running = redis.call('HGETALL', PREFIX .. ':run')
+  local running = redis.call('HGETALL', RUNNING)
   for i = 1, #running, 2 do
-    if running[i + 1] == who and not keep[running[i]] then
+    if cmsgpack.unpack(running[i + 1]) == who and not keep[running[i]] then
       orphans[#orphans + 1] = running[i]
     end
   end
