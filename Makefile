@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-floors bench-frontier bench-redis bench-media bench-stream bench-recrawl bench-render screenshots clean
+.PHONY: demo test test-fast lint bench bench-floors bench-frontier bench-redis bench-scale bench-media bench-stream bench-recrawl bench-render screenshots clean
 
 $(STAMP): pyproject.toml src/webtrawl/parse/_simhash.c
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ bench-floors: $(STAMP)  ## what a benchmark page costs in the libraries alone (a
 bench-redis: $(STAMP)  ## the same site crawled embedded and distributed on Redis; print what Redis costs
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/redis_bench.py
+
+bench-scale: $(STAMP)  ## does a distributed crawl grow with its machines: 1, 2, 4 workers; synthetic nodes on one Redis and a 3-master Cluster
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) benchmarks/scale_bench.py
 
 bench-frontier: $(STAMP)  ## a crawl of an endless site that discovers about a million URLs: its peak memory, per URL
 	$(PY) benchmarks/frontier_bench.py

@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,8 @@ class RedisFigures:
     """Commands processed, including those the Lua scripts ran (Redis counts both)."""
     scripts: int
     """EVALSHA and EVAL calls: the round trips that carry the frontier's work."""
+    sent_bytes: int
+    """Bytes the server read from its clients (`total_net_input_bytes`)."""
     cpu_seconds: float
     peak_memory: int
     by_command: dict[str, int]
@@ -109,20 +112,26 @@ class MemoryFigure:
 # -- Redis counters -------------------------------------------------------------------------------------
 
 
-def redis_counters(client: redis.Redis) -> tuple[int, float, Counter[str]]:
-    """(commands processed, CPU seconds, calls per command) of the server so far."""
+Counters = tuple[int, float, Counter[str], int]
+"""Commands processed, CPU seconds, calls per command, bytes read from clients."""
+
+
+def redis_counters(client: redis.Redis) -> Counters:
+    """The server's counters so far."""
     stats, cpu = client.info("stats"), client.info("cpu")
     calls = Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in client.info("commandstats").items()})
-    return int(stats["total_commands_processed"]), float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]), calls
+    used = float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+    return int(stats["total_commands_processed"]), used, calls, int(stats["total_net_input_bytes"])
 
 
-def redis_figures(client: redis.Redis, before: tuple[int, float, Counter[str]], own: Counter[str]) -> RedisFigures:
+def redis_figures(client: redis.Redis, before: Counters, own: Counter[str]) -> RedisFigures:
     """The server's work since `before`, without the `own` calls the harness made meanwhile."""
-    commands, cpu, calls = redis_counters(client)
+    commands, cpu, calls, sent = redis_counters(client)
     by_command = calls - before[2] - own
     return RedisFigures(
         commands=commands - before[0] - sum(own.values()),
         scripts=by_command["evalsha"] + by_command["eval"],
+        sent_bytes=sent - before[3],
         cpu_seconds=cpu - before[1],
         peak_memory=int(client.info("memory")["used_memory_peak"]),
         by_command=dict(by_command.most_common()),
@@ -179,15 +188,17 @@ def crawl_embedded(run: Run, manifest: dict[str, list[str]]) -> Case:
     return Case(summarize("embedded", usage, paths, manifest, note, stages), processes={"crawler": usage})
 
 
-def crawl_distributed(label: str, case: str, run: Run, manifest: dict[str, list[str]], workers: int) -> Case:
+def crawl_distributed(
+    label: str, case: str, run: Run, manifest: dict[str, list[str]], workers: int, extra: Sequence[str] = ()
+) -> Case:
     """One distributed crawl on a fresh redis-server: a coordinator (fetching unless there are workers) and
-    `workers` workers sharing the concurrency."""
+    `workers` workers sharing the concurrency; `extra`: more flags for the coordinator (the crawl's layout)."""
     base = run.run_dir / case
     notes = []
     with redis_server() as client:
         url = f"redis://127.0.0.1:{client.connection_pool.connection_kwargs['port']}/0"
         coordinator = [sys.executable, "-m", "webtrawl", "crawl", run.url, "--out", str(base / "coordinator")]
-        coordinator += ["--redis", url, "--name", NAME, *LIMITS] + (["--no-fetch"] if workers else [])
+        coordinator += ["--redis", url, "--name", NAME, *LIMITS, *extra] + (["--no-fetch"] if workers else [])
         roles = {"coordinator": profiled(coordinator, f"{case}-coordinator", run)}
         for i in range(1, workers + 1):
             worker = [sys.executable, "-m", "webtrawl", "worker", "--redis", url, "--name", NAME]

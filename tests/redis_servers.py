@@ -171,8 +171,8 @@ class RedisServer:
 class RedisCluster:
     """A Redis Cluster of `masters` masters and no replicas, created by `redis-cli --cluster create`."""
 
-    def __init__(self, masters: int = 3) -> None:
-        self.nodes = [RedisServer(cluster=True) for _ in range(masters)]
+    def __init__(self, masters: int = 3, *, appendonly: bool = True) -> None:
+        self.nodes = [RedisServer(cluster=True, appendonly=appendonly) for _ in range(masters)]
 
     @property
     def urls(self) -> list[str]:
