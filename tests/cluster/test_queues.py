@@ -88,4 +88,4 @@ async def test_a_crawl_created_in_the_earlier_form_is_refused_with_what_to_do(re
         admin.hset(Keys("old").meta, mapping={"config": json.dumps({"seeds": []}), "layout": json.dumps(layout)})
     code, _out, err = await webtrawl("worker", "--redis", redis_url, "--name", "old", "--out", "/tmp/unused")
     assert code == 2
-    one_line_error(err, "crawl 'old' in Redis was created by an earlier webtrawl", "rebuilds the crawl from its index")
+    one_line_error(err, "crawl 'old' in Redis was created by another version of webtrawl", "rebuilds the crawl")

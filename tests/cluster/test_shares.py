@@ -26,25 +26,30 @@ NODES = 3
 
 class Site:
     """A `PAGES`-page site served from a thread, each response 0.1 s late, so that a node's fetch slots, not its
-    CPU, bound its speed: what a node fetches follows what it holds."""
+    CPU, bound its speed: what a node fetches follows what it holds. Its pages wait until `release`."""
 
     def __init__(self) -> None:
         self.server: SiteServer | None = None
         self._ready, self._stop = threading.Event(), threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
 
     async def _serve(self) -> None:
         async with SiteServer(pages=PAGES, calendar=False, delay=0.1) as server:
-            self.server = server
+            server.hold()
+            self.server, self._loop = server, asyncio.get_running_loop()
             self._ready.set()
             while not self._stop.is_set():
                 await asyncio.sleep(0.05)
 
-    def __enter__(self) -> SiteServer:
+    def release(self) -> None:
+        assert self._loop is not None and self.server is not None
+        self._loop.call_soon_threadsafe(self.server.release)
+
+    def __enter__(self) -> Site:
         self._thread.start()
         assert self._ready.wait(20)
-        assert self.server is not None
-        return self.server
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -82,9 +87,22 @@ class Holdings(threading.Thread):
         self.client.close()
 
 
+def wait_for_nodes(url: str, count: int) -> None:
+    with redis.Redis.from_url(url) as client:
+        deadline = time.monotonic() + 60
+        while client.hlen(KEYS.nodes) < count:
+            assert time.monotonic() < deadline, f"fewer than {count} nodes joined the crawl"
+            time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_nodes_joining_a_running_crawl_take_their_share_of_it(tmp_path: Path) -> None:
-    with Site() as site, RedisServer() as server:
+    """The coordinator's node starts the crawl (its seed page in flight) and holds every partition; two workers
+    join half a second apart, and the site answers once all three are in, so that how fast a process starts
+    on a loaded machine does not decide what each fetches."""
+    with Site() as held, RedisServer() as server:
+        site = held.server
+        assert site is not None
         coord = Process(
             tmp_path / "logs", "coordinator",
             "crawl", site.url, "--redis", server.url, "--name", NAME, "--out", tmp_path / "coord",
@@ -98,6 +116,8 @@ def test_nodes_joining_a_running_crawl_take_their_share_of_it(tmp_path: Path) ->
         for i in range(NODES - 1):  # started half a second apart, while the coordinator's node crawls
             time.sleep(0.5)
             workers.append(worker(server.url, tmp_path / f"w{i}"))
+        wait_for_nodes(server.url, NODES)
+        held.release()
         code, _out, err = coord.finish()
         assert code == 0, err
         for process in workers:

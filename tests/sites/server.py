@@ -69,12 +69,22 @@ class SiteServer:
         self._in_flight: dict[str, int] = defaultdict(int)
         self._gzipped: dict[str, bytes] = {}
         self._runner: web.AppRunner | None = None
+        self._gate = asyncio.Event()
+        self._gate.set()
         self.site: Site
 
     @property
     def url(self) -> str:
         """The site's root URL, with a trailing slash."""
         return self.site.origin + "/"
+
+    def hold(self) -> None:
+        """Until `release`, requests for pages wait (robots.txt is answered): a test starts a crawl, and lets it
+        go on once what it waits for has happened. Call both on the server's event loop."""
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
 
     def set_down(self, down: bool) -> None:
         """While down, every request is answered by closing the connection."""
@@ -109,6 +119,8 @@ class SiteServer:
             self.max_in_flight[host] = in_flight
         status = None
         try:
+            if request.path != "/robots.txt":
+                await self._gate.wait()
             if self.delay:
                 await asyncio.sleep(self.delay)
             if self._down:

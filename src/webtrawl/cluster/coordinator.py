@@ -164,9 +164,10 @@ async def load_crawl(client: Any, keys: Keys, **overrides: Any) -> tuple[CrawlCo
     stored = json.loads(layout)
     if stored.get("version", 1) != LAYOUT_VERSION:
         raise ConfigError(
-            f"crawl {keys.name!r} in Redis was created by an earlier webtrawl, which keeps its URLs in another "
-            f"form: finish it with that version, or delete its keys (redis-cli --scan --pattern '{{{keys.name}:*' "
-            "| xargs redis-cli del) and run the coordinator's command again: it rebuilds the crawl from its index"
+            f"crawl {keys.name!r} in Redis was created by another version of webtrawl, which keeps its URLs in "
+            "another form: finish it with that version, or delete its keys (redis-cli --scan --pattern "
+            f"'{{{keys.name}:*' | xargs -n 100 redis-cli unlink; on a Cluster, on each master, one key at a time) "
+            "and run the coordinator's command again: it rebuilds the crawl from its index"
         )
     return config_from_document(json.loads(config), **overrides), Layout(**stored)
 

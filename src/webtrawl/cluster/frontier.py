@@ -208,7 +208,8 @@ class RedisFrontier:
 
     async def _over_budget(self, p: int, chunk: Sequence[NewURL], over: list[bytes]) -> None:
         """Record the URLs of `chunk` that `add.lua` found over a budget (fingerprint, reason pairs) as drops,
-        with the page that linked them, for the coordinator."""
+        with the page that linked them, for the coordinator. A call of its own, after the add: a node that dies
+        between the two loses these drops' records, not URLs (they were never added)."""
         by_fp = {fp_bytes(u.fp): u for u in chunk}
         drops = []
         for i in range(0, len(over), 2):

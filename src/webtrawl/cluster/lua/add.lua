@@ -3,7 +3,8 @@
 -- ARGV: dedup ('bloom' | 'exact'), Bloom first-layer capacity, Bloom error rate, URL budget per host and per
 -- path template (0: none), then 6 values per URL: host, depth, record (`cluster/entries.py`), kind,
 -- template, cash it receives ('' unless the crawl orders by importance).
--- Returns {new URLs, {host, head, ...}, {fp, budget it is over, ...}}: the caller records the drops.
+-- Returns {URLs new or moved closer to the seeds, {host, head, ...}, {fp, budget it is over, ...}}: the caller
+-- records the drops.
 local dedup, capacity, error_rate = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_host, max_template = tonumber(ARGV[4]), tonumber(ARGV[5])
 local budgets = PREFIX .. ':b'

@@ -61,10 +61,16 @@ local function take_richest(host, depth, queue, n)
   end
   table.sort(candidates, function(a, b) return a[1] > b[1] or (a[1] == b[1] and a[2] < b[2]) end)
   local got = 0
-  for i = 1, math.min(n, #candidates) do
-    redis.call('LREM', queue, 1, candidates[i][3])
-    hand_out(host, depth, candidates[i][3])
-    got = got + 1
+  for i = 1, #candidates do
+    if got == n then
+      break
+    end
+    local record = candidates[i][3]
+    redis.call('LREM', queue, 1, record)
+    if current(record, depth) then  -- not handed out just now from an earlier copy in the window
+      hand_out(host, depth, record)
+      got = got + 1
+    end
   end
   return got
 end

@@ -7,7 +7,8 @@
 --   :c         hash: waiting, running, done, failed, act (activity counter), epoch, crawl (the incarnation),
 --              wl, ws (the waiting index's level and split bucket)
 --   :lease     string "node:epoch", with the lease's TTL
---   :h         zset host -> head (smallest depth among its fetchable waiting URLs)
+--   :h         zset host -> head (its smallest depth with a queue; a queue of stale records only counts
+--              until a claim empties it)
 --   :d:HOST    zset: the depths at which HOST has a queue
 --   :q:HOST:D  list: HOST's waiting URLs at depth D in arrival order, each a record (`cluster/entries.py`:
 --              its fingerprint in the first 8 bytes, then the rest of the URL's entry)
@@ -24,14 +25,15 @@
 -- the index then names that depth, and its earlier record is skipped when it comes up (stale).
 -- The index grows by linear hashing: bucket B of 2^wl (+ ws split) holds the fingerprints whose first four
 -- bytes are B modulo the bucket count; past INDEX_LOAD waiting URLs a bucket on average (the partition's
--- `waiting` counter, which also counts the few waiting for a retry), the next bucket splits in two, so every
--- bucket stays small enough for a listpack however large the crawl grows.
+-- `waiting` counter, which also counts the few waiting for a retry: an estimate is enough), the next bucket
+-- splits in two. A bucket not yet split in a round holds up to twice the average, so at 40 nearly every
+-- bucket stays under the 128 fields Redis keeps as a listpack, however large the crawl grows.
 local PREFIX = string.sub(KEYS[1], 1, -3)
 local C = KEYS[1]
 if (redis.call('HGET', C, 'crawl') or '') ~= table.remove(ARGV, 1) then
   return redis.error_reply('CRAWLGONE ' .. string.match(PREFIX, '^{(.*):p%d+}$'))
 end
-local INDEX_LOAD = 48
+local INDEX_LOAD = 40
 local RUNNING, RETRYING = PREFIX .. ':run', PREFIX .. ':e'
 
 local function now_ms()
