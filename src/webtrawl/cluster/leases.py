@@ -137,6 +137,17 @@ class Leases:
             self._set(p, None)
         self._draining = self._draining - {p}
 
+    def give(self, scripts: Any, p: int) -> bool:
+        """Give partition `p` up to another node if nothing runs under this lease, as Redis sees it; False
+        (kept, to try again) while something does."""
+        lease = self._held.get(p)
+        if lease is not None:
+            if not scripts.lease(keys=[self.keys.counters(p)], args=["give", lease.token, 0]):
+                return False
+            self._set(p, None)
+        self._draining = self._draining - {p}
+        return True
+
     def release_all(self, scripts: Any) -> None:
         for p in list(self._held):
             self.release(scripts, p)
@@ -155,14 +166,14 @@ class Leases:
         running URLs), since those are what a node fetches, and of all partitions, so that every partition
         has a holder and a URL added to an empty one is claimed at once, not at some node's next heartbeat.
         The nodes are sorted by id and the first ones take the larger share, so every node reckons the same
-        shares from the same reading. A node gives up what it holds beyond its share, or, when another node
-        is short and no partition is free, one more than the smaller share: an empty partition at once, one
-        with work after draining it (it stops claiming from it and releases it once nothing of it runs here),
-        so no URL runs on two nodes. It takes free partitions with work first, the most waiting first.
+        shares from the same reading. A node gives up what it holds beyond its share + 1, or one when another
+        node is short, no partition is free and it holds more than the smaller share and two more than that
+        node: an empty partition at once, one with work after draining it (it stops claiming from it, and
+        gives it up once nothing of it runs here nor, as Redis sees it, under its lease: `give`), so no URL
+        runs on two nodes. It takes free partitions with work first, the most waiting first. It is unsettled
+        (its heartbeat comes sooner) while it drains, or while it is short and something is to move.
         """
-        for p in list(self._draining):
-            if running_here(p) == 0:
-                self.release(scripts, p)
+        given = {p for p in self._draining if running_here(p) == 0 and self.give(scripts, p)}
         nodes = sorted({*live, self.node})
         rank = nodes.index(self.node)
         held: dict[str, list[int]] = {node: [] for node in nodes}
@@ -170,7 +181,7 @@ class Leases:
             if state.holder in held and state.holder != self.node:
                 held[state.holder].append(p)
         held[self.node] = [p for p in self._held if p not in self._draining]
-        free = [p for p, state in enumerate(states) if state.holder is None and p not in self._held]
+        free = [p for p, state in enumerate(states) if (state.holder is None or p in given) and p not in self._held]
         busy = {p for p, state in enumerate(states) if state.work > 0}
 
         others = [(node, i) for i, node in enumerate(nodes) if node != self.node]
@@ -180,12 +191,24 @@ class Leases:
 
         def excess(mine: int, count: int, theirs: Callable[[str], int], free: bool) -> int:
             """How many of `mine` (of `count` to share) to give up: down to this node's share when it holds
-            two more; one when it holds more than the smaller share and another node is short of its own."""
+            two more; one when another node is short of its share, nothing is free, and this node holds more
+            than the smaller share and two more than that node (so that a count changing by one at every beat
+            moves nothing)."""
             own = share(count, rank)
             if mine > own + 1:
                 return mine - own
-            short = any(theirs(node) < share(count, i) for node, i in others)
-            return int(mine > count // len(nodes) and short and not free)
+            short = [theirs(node) for node, i in others if theirs(node) < share(count, i)]
+            return int(bool(short) and not free and mine > count // len(nodes) and mine >= min(short) + 2)
+
+        def short(mine: int, count: int, theirs: Callable[[str], int], free: list[int]) -> bool:
+            """Whether this node is short of its share and something is to move: a partition is free, or
+            another node holds enough to give one up (`excess`, as that node reckons it)."""
+            if mine >= share(count, rank):
+                return False
+            low = count // len(nodes)
+            return any(p not in self._held for p in free) or any(
+                theirs(node) > low and theirs(node) >= mine + 2 for node, _ in others
+            )
 
         mine = sorted((p for p in held[self.node] if p in busy), key=lambda p: states[p].waiting)
         free_busy = sorted((p for p in free if p in busy), key=lambda p: -states[p].waiting)
@@ -199,18 +222,18 @@ class Leases:
                 break
             if self.acquire(scripts, p):
                 mine.append(p)
-        self._short = len(mine) < own
+        self._short = short(len(mine), len(busy), lambda node: sum(p in busy for p in held[node]), free_busy)
 
         kept = [p for p in self._held if p not in self._draining]
         free_idle = [p for p in free if p not in busy]
         give = excess(len(kept), self.partitions, lambda node: len(held[node]), bool(free_idle))
         for p in [p for p in kept if p not in busy and running_here(p) == 0][:give]:
-            self.release(scripts, p)
-            kept.remove(p)
+            if self.give(scripts, p):
+                kept.remove(p)
         own = share(self.partitions, rank)
         for p in free_idle:
             if len(kept) >= own:
                 break
             if self.acquire(scripts, p):
                 kept.append(p)
-        self._short |= len(kept) < own
+        self._short |= short(len(kept), self.partitions, lambda node: len(held[node]), free_idle)

@@ -115,6 +115,7 @@ class Heartbeat(threading.Thread):
         self._failing = False
         self._members: bytes | None = None
         """`Keys.members` as the last heartbeat read it."""
+        self._balancing = False
         self._joined = False
 
     def run(self) -> None:
@@ -140,7 +141,7 @@ class Heartbeat(threading.Thread):
     def _wait_for_next(self, started: float) -> None:
         """Until the next heartbeat is due: `HEARTBEAT` after the last, `REBALANCE` while partitions move, or
         as soon as a node joins or leaves (`Keys.members`, read every `REBALANCE`)."""
-        every = REBALANCE if self._leases.unsettled else HEARTBEAT
+        every = REBALANCE if self._balancing and self._leases.unsettled else HEARTBEAT
         due = started + every
         while not self._halt.wait(max(0.0, min(REBALANCE, due - time.monotonic()))):
             if time.monotonic() >= due or self._client.get(self._keys.members) != self._members:
@@ -163,7 +164,8 @@ class Heartbeat(threading.Thread):
                 self._slots.release_all(self._scripts.host_slots)
         control = (client.get(keys.control) or b"run").decode()
         self._on_control(control)
-        if control in ("run", "resume") and self.state == "running":
+        self._balancing = control in ("run", "resume") and self.state == "running"
+        if self._balancing:  # paused or idle, partitions stay where they are, and beats 2 s apart
             live = live_nodes(client, keys)
             states = read_partitions(client, keys, self._layout.partitions)
             self._leases.balance(self._scripts, states, live, self._running_in)

@@ -1,6 +1,9 @@
 -- Lease operations on one partition. ARGV[1]: operation; ARGV[2]: node id or lease token; ARGV[3]: TTL (ms).
 -- acquire: a free partition gets a new epoch; whatever ran under an earlier epoch returns to waiting.
 -- renew: extend our lease, only if it is still ours. release: return our running URLs and free it.
+-- give: free it only if nothing runs under our lease (1), else keep it (0): a node giving a partition to
+-- another (balance) checks here, not only in its own books, as a claim may have reached Redis before this
+-- and its reply not reached the node yet.
 local op, who, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local lease = PREFIX .. ':lease'
 if op == 'acquire' then
@@ -17,6 +20,17 @@ elseif op == 'renew' then
     return 1
   end
   return 0
+elseif op == 'give' then
+  if not holds(who) then
+    return 1
+  end
+  for _, running in ipairs(redis.call('HVALS', RUNNING)) do
+    if cmsgpack.unpack(running) == who then
+      return 0
+    end
+  end
+  redis.call('DEL', lease)
+  return 1
 elseif op == 'release' then
   if holds(who) then
     requeue_running()
