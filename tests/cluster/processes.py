@@ -34,21 +34,27 @@ KEYS = Keys(NAME)
 
 
 class Sites:
-    """`SITES` test sites of `pages` pages served from a thread; `delay` slows every response (seconds)."""
+    """`count` test sites of `pages` pages served from a thread; `delay` slows every response (seconds); `held`:
+    their pages wait for `release` (`SiteServer.hold`)."""
 
-    def __init__(self, *, pages: int = PAGES, delay: float = 0.0) -> None:
+    def __init__(self, *, pages: int = PAGES, delay: float = 0.0, count: int = SITES, held: bool = False) -> None:
         self.servers: list[SiteServer] = []
         self._pages = pages
         self._delay = delay
+        self._count = count
+        self._held = held
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
 
     async def _serve(self) -> None:
-        for seed in range(SITES):
-            self.servers.append(
-                await SiteServer(pages=self._pages, seed=seed, calendar=False, delay=self._delay).start()
-            )
+        self._loop = asyncio.get_running_loop()
+        for seed in range(self._count):
+            server = await SiteServer(pages=self._pages, seed=seed, calendar=False, delay=self._delay).start()
+            if self._held:
+                server.hold()
+            self.servers.append(server)
         self._ready.set()
         while not self._stop.is_set():
             await asyncio.sleep(0.05)
@@ -63,6 +69,12 @@ class Sites:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(10)
+
+    def release(self) -> None:
+        """Let the held sites answer."""
+        assert self._loop is not None
+        for server in self.servers:
+            self._loop.call_soon_threadsafe(server.release)
 
     @property
     def seeds(self) -> list[str]:

@@ -3,7 +3,6 @@ its throughput (a real site, real processes, a real Redis)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import threading
@@ -14,46 +13,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.cluster.processes import KEYS, NAME, Process, wait_for_crawl, worker
+from tests.cluster.processes import KEYS, NAME, Process, Sites, wait_for_crawl, worker
 from tests.redis_servers import RedisServer
-from tests.sites import SiteServer
 
 PAGES = 700
 PARTITIONS = 64
 LEASE_TTL = 6.0
 NODES = 3
-
-
-class Site:
-    """A `PAGES`-page site served from a thread, each response 0.1 s late, so that a node's fetch slots, not its
-    CPU, bound its speed: what a node fetches follows what it holds. Its pages wait until `release`."""
-
-    def __init__(self) -> None:
-        self.server: SiteServer | None = None
-        self._ready, self._stop = threading.Event(), threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
-
-    async def _serve(self) -> None:
-        async with SiteServer(pages=PAGES, calendar=False, delay=0.1) as server:
-            server.hold()
-            self.server, self._loop = server, asyncio.get_running_loop()
-            self._ready.set()
-            while not self._stop.is_set():
-                await asyncio.sleep(0.05)
-
-    def release(self) -> None:
-        assert self._loop is not None and self.server is not None
-        self._loop.call_soon_threadsafe(self.server.release)
-
-    def __enter__(self) -> Site:
-        self._thread.start()
-        assert self._ready.wait(20)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
 
 class Holdings(threading.Thread):
@@ -100,9 +66,10 @@ def test_nodes_joining_a_running_crawl_take_their_share_of_it(tmp_path: Path) ->
     """The coordinator's node starts the crawl (its seed page in flight) and holds every partition; two workers
     join half a second apart, and the site answers once all three are in, so that how fast a process starts
     on a loaded machine does not decide what each fetches."""
-    with Site() as held, RedisServer() as server:
-        site = held.server
-        assert site is not None
+    # Each response 0.1 s late, so that a node's fetch slots, not its CPU, bound its speed: what a node
+    # fetches follows what it holds.
+    with Sites(pages=PAGES, delay=0.1, count=1, held=True) as sites, RedisServer() as server:
+        [site] = sites.servers
         coord = Process(
             tmp_path / "logs", "coordinator",
             "crawl", site.url, "--redis", server.url, "--name", NAME, "--out", tmp_path / "coord",
@@ -117,7 +84,7 @@ def test_nodes_joining_a_running_crawl_take_their_share_of_it(tmp_path: Path) ->
             time.sleep(0.5)
             workers.append(worker(server.url, tmp_path / f"w{i}"))
         wait_for_nodes(server.url, NODES)
-        held.release()
+        sites.release()
         code, _out, err = coord.finish()
         assert code == 0, err
         for process in workers:
