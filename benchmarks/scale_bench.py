@@ -29,7 +29,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
@@ -66,6 +66,8 @@ class Row:
     sent_bytes: int
     coverage: float | None
     """The share of the pages expected that were captured (0 to 1)."""
+    processes: dict[str, float] = field(default_factory=dict)
+    """CPU seconds of each process of the case, by role (coordinator, worker-1, node-1, …)."""
 
     def per_page(self, seconds: float) -> str:
         return f"{1000 * seconds / self.pages:.3f}" if self.pages else "n/a"
@@ -102,6 +104,7 @@ def _crawl_row(case: Case) -> Row:
         busiest_redis_cpu=redis_cpu,
         sent_bytes=case.redis.sent_bytes if case.redis else 0,
         coverage=r.coverage,
+        processes={role: usage.cpu_seconds for role, usage in processes.items()},
     )
 
 
@@ -151,6 +154,10 @@ def synthetic_row(label: str, url: str, masters: list[redis.Redis], pages: int, 
         busiest_redis_cpu=max(cpu),
         sent_bytes=sent,
         coverage=done / pages,
+        processes={
+            "coordinator": usages[0].cpu_seconds,
+            **{f"node-{i}": usage.cpu_seconds for i, usage in enumerate(usages[1:], 1)},
+        },
     )
 
 
@@ -203,6 +210,10 @@ def print_rows(title: str, rows: list[Row]) -> None:
             for r in rows
         ],
     )
+    for r in rows:
+        if len(r.processes) > 1:
+            each = ", ".join(f"{role} {r.per_page(cpu)}" for role, cpu in r.processes.items())
+            print(f"  {r.label}, CPU ms/page of each process: {each}")
 
 
 def main() -> int:

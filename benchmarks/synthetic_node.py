@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import socket
@@ -126,6 +127,10 @@ async def crawl(url: str, name: str, pages: Pages) -> int:
             for entry in entries:
                 politeness.release(entry.host)
             done += len(entries)
+        # The final report a node leaves, which the coordinator waits for before it ends (as `Node.run` does).
+        elapsed = time.time() - info["started"]
+        report = {**info, "pages": done, "bytes": 0, "elapsed": round(elapsed, 2), "outcome": "finished"}
+        await client.hset(keys.report, node, json.dumps(report))
     finally:
         await asyncio.to_thread(heartbeat.stop)
         await client.aclose()
