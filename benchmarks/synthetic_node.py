@@ -36,7 +36,12 @@ from webtrawl.politeness import Politeness
 from webtrawl.urls import fingerprint, origin
 
 CLAIM = 256
-"""URLs claimed at a time: about what a crawl of 16 fetches at once completes in one batch."""
+"""URLs claimed at a time."""
+PER_HOST = 4
+"""Requests at once per host, as a crawl's politeness allows a few: a claim then takes URLs of many hosts, as a
+node's does, rather than all it asks for from the first host it finds."""
+BATCH = 512
+"""Pages completed together, as a node's archiver batches them (`crawler.UNCOMMITTED`)."""
 WORDS = [f"w{n:x}ord" for n in range(5_000)]
 
 
@@ -90,7 +95,7 @@ async def crawl(url: str, name: str, pages: Pages) -> int:
     _config, layout = await load_crawl(client, keys, out=Path("."))
     node = register(sync, keys)
     leases = Leases(node, keys, layout.partitions, ttl=layout.lease_ttl)
-    politeness = Politeness(PolitenessConfig(per_host=1_000, delay=0), robots=ALLOW_ALL)
+    politeness = Politeness(PolitenessConfig(per_host=PER_HOST, delay=0), robots=ALLOW_ALL)
     frontier = RedisFrontier(client, keys, layout, leases, politeness)
     finished = threading.Event()
     done = 0
@@ -113,20 +118,21 @@ async def crawl(url: str, name: str, pages: Pages) -> int:
     heartbeat.beat()
     heartbeat.start()
     offset = 0
+    batch: list[Completion] = []
     try:
         while not finished.is_set():
             entries = await frontier.claim(CLAIM)
-            if not entries:
-                await asyncio.sleep(0.01)
-                continue
-            batch = []
             for entry in entries:
                 batch.append(pages.completion(entry, offset))
                 offset += 6_000
-            await frontier.complete(batch, {})
-            for entry in entries:
-                politeness.release(entry.host)
-            done += len(entries)
+            if batch and (not entries or len(batch) >= BATCH):
+                await frontier.complete(batch, {})
+                for item in batch:
+                    politeness.release(item.entry.host)
+                done += len(batch)
+                batch = []
+            elif not entries:
+                await asyncio.sleep(0.01)
         # The final report a node leaves, which the coordinator waits for before it ends (as `Node.run` does).
         elapsed = time.time() - info["started"]
         report = {**info, "pages": done, "bytes": 0, "elapsed": round(elapsed, 2), "outcome": "finished"}
