@@ -173,8 +173,7 @@ class RedisFrontier:
 
     async def add(self, urls: Sequence[NewURL], drops: Sequence[tuple[str, str]] = ()) -> int:
         if drops:
-            document = json.dumps([[url, reason, ""] for url, reason in drops])
-            await self._script("recording drops", self._scripts.drops, 0, [document])
+            await self._record_drops(0, [[url, reason, ""] for url, reason in drops])
         cash = {u.fp: SEED_CASH for u in urls if u.kind == "seed"} if self._importance else None
         return await self._add(self._seen.fresh(urls), cash)
 
@@ -202,19 +201,18 @@ class RedisFrontier:
             new, heads, over = await self._script("adding URLs", self._scripts.add, p, args)
             added += int(new)
             self._apply_heads(p, heads)
-            if over:
-                await self._over_budget(p, chunk, over)
+            if over:  # (fingerprint, budget) pairs: drops with the page that linked them, recorded after the
+                # add, so a node that dies between the two loses these drops' records, not URLs (never added)
+                by_fp = {fp_bytes(u.fp): u for u in chunk}
+                rows = []
+                for fp, reason in zip(over[::2], over[1::2], strict=True):
+                    u = by_fp[fp]
+                    rows.append([u.url, reason.decode(), "" if u.referrer_fp is None else str(u.referrer_fp)])
+                await self._record_drops(p, rows)
         return added
 
-    async def _over_budget(self, p: int, chunk: Sequence[NewURL], over: list[bytes]) -> None:
-        """Record the URLs of `chunk` that `add.lua` found over a budget (fingerprint, reason pairs) as drops,
-        with the page that linked them, for the coordinator. A call of its own, after the add: a node that dies
-        between the two loses these drops' records, not URLs (they were never added)."""
-        by_fp = {fp_bytes(u.fp): u for u in chunk}
-        drops = []
-        for i in range(0, len(over), 2):
-            u = by_fp[over[i]]
-            drops.append([u.url, over[i + 1].decode(), "" if u.referrer_fp is None else str(u.referrer_fp)])
+    async def _record_drops(self, p: int, drops: list[list[str]]) -> None:
+        """URLs not taken, as [url, reason, referrer fp] rows, to partition `p`'s stream for the coordinator."""
         await self._script("recording drops", self._scripts.drops, p, [json.dumps(drops)])
 
     async def restore(self, rows: Sequence[tuple[Entry, State]]) -> int:

@@ -225,16 +225,16 @@ async def advising_when_gone(client: Client) -> AsyncIterator[None]:
     enabling AOF is advice only for a server without it (one with it was flushed, or lost its files)."""
     try:
         yield
-    except CrawlGone as exc:
-        raise CrawlGone(f"{exc}. {await _durability_advice(client)}") from None
-    except BaseExceptionGroup as group:  # the crawl's tasks run in groups
-        gone, other = group.split(CrawlGone)
-        if gone is None or other is not None:
-            raise
-        first: BaseException = gone
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise CrawlGone(f"{first}. {await _durability_advice(client)}") from None
+    except (CrawlGone, BaseExceptionGroup) as exc:
+        gone: BaseException = exc
+        if isinstance(exc, BaseExceptionGroup):  # the crawl's tasks run in groups: only CrawlGone inside
+            matched, other = exc.split(CrawlGone)
+            if matched is None or other is not None:
+                raise
+            gone = matched
+            while isinstance(gone, BaseExceptionGroup):
+                gone = gone.exceptions[0]
+        raise CrawlGone(f"{gone}. {await _durability_advice(client)}") from None
 
 
 async def _durability_advice(client: Client) -> str:

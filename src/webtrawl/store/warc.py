@@ -307,8 +307,9 @@ class WarcWriter:
             else:  # not even its warcinfo record: nothing in it was committed
                 path.unlink()
             self._written.pop(self._name, None)
-            log.warning("cut %s from %d to %d bytes: the write that failed left a record unfinished",
-                        self._name, size, whole)  # fmt: skip
+            if whole < size:
+                log.warning("cut %s from %d to %d bytes: the write that failed left a record unfinished",
+                            self._name, size, whole)  # fmt: skip
         except OSError as exc:
             log.error("could not cut %s back to its last whole record: %s", self._name, exc)
 
