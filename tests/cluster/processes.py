@@ -282,15 +282,6 @@ def unfinished(out: Path) -> int:
         db.close()
 
 
-def blocked_by_robots(out: Path) -> int:
-    """URLs of the coordinator's index that failed without a request: robots.txt disallows them."""
-    db = sqlite3.connect(out / "crawl.db")
-    try:
-        return db.execute("SELECT COUNT(*) FROM urls WHERE reason = 'blocked by robots.txt'").fetchone()[0]
-    finally:
-        db.close()
-
-
 def refetched(out: Path) -> set[str]:
     """URLs with more than one capture although the first was not a server error (so not a retry)."""
     db = sqlite3.connect(out / "crawl.db")

@@ -423,7 +423,7 @@ class RedisFrontier:
             for start in range(0, len(items), CHUNK):
                 chunk = items[start : start + CHUNK]
                 if token is None:
-                    self._fenced(p, len(chunk))
+                    self._fenced(p, chunk)
                     continue
                 args: list[Any] = [token]
                 for item in chunk:
@@ -432,9 +432,10 @@ class RedisFrontier:
                     args += [fp_bytes(item.entry.fp), item.verdict, delay, sent]
                 reply = await self._script("completing", self._scripts.complete, p, args)
                 if reply is None:
-                    self._fenced(p, len(chunk))
-                elif int(reply[1]):
-                    self._fenced(p, int(reply[1]))
+                    self._fenced(p, chunk)
+                elif reply[1]:
+                    skipped = set(reply[1])
+                    self._fenced(p, [item for item in chunk if fp_bytes(item.entry.fp) in skipped])
                 self._done += sum(item.verdict == "done" for item in chunk)
             retries = [item.not_before or now for item in items if item.verdict == "retry"]
             if retries and token is not None:
@@ -445,8 +446,14 @@ class RedisFrontier:
                 del self._in_flight[p]
         self._running -= len(batch)
 
-    def _fenced(self, p: int, count: int) -> None:
-        log.warning("partition %d: %d result(s) not recorded: its lease passed to another node", p, count)
+    def _fenced(self, p: int, items: Sequence[Completion]) -> None:
+        """Say which results the partition refused; those of a fetch (not, say, of a URL robots.txt disallows)
+        are requests the node that holds it now makes again."""
+        fetched = sum(item.capture is not None for item in items)
+        log.warning(
+            "partition %d: %d result(s) not recorded (%d of them fetched): its lease passed to another node",
+            p, len(items), fetched,
+        )  # fmt: skip
 
     # -- state ------------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 -- stream for the coordinator, in the same step. A URL no longer running under our token (the lease was
 -- lost and taken over: it went back to waiting) is skipped. ARGV: lease token, then 4 values per URL:
 -- fp, verdict ('done' | 'failed' | 'retry'), retry delay (ms), result (bytes for the stream).
--- Returns {completed, skipped}, or false when the lease is not ours.
+-- Returns {completed, {fp of each skipped}}, or false when the lease is not ours.
 local token = ARGV[1]
 if not holds(token) then
   return false
@@ -10,7 +10,7 @@ end
 local attempts = PREFIX .. ':att'
 local stream = PREFIX .. ':s'
 local now = now_ms()
-local completed, skipped, retried = 0, 0, 0
+local completed, skipped, retried = 0, {}, 0
 local finished = {done = 0, failed = 0}
 for i = 2, #ARGV, 4 do
   local fp, verdict, delay, result = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
@@ -34,7 +34,7 @@ for i = 2, #ARGV, 4 do
     redis.call('XADD', stream, '*', 'c', result)
     completed = completed + 1
   else
-    skipped = skipped + 1
+    skipped[#skipped + 1] = fp
   end
 end
 if completed > 0 then
