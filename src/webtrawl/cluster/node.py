@@ -353,11 +353,16 @@ class Node:
         }
 
     async def run(self) -> CrawlReport:
-        """Crawl as this node until the crawl ends or the node is stopped, then leave a final report."""
+        """Crawl as this node until the crawl ends or the node is stopped, then leave a final report.
+
+        The report is written before the heartbeat publishes `left`: the coordinator waits for the reports of
+        live nodes only, and a node that has left is no longer live."""
         try:
             report = await self.crawler.run()
             if self._told_to_stop and report.outcome == "interrupted":
                 report.outcome = "stopped"  # by the crawl's control key, not by this process's signal
+            if not self._gone:
+                await self._report(report)
         except CrawlGone:  # a partition refused a call: there is nothing left to give back in Redis
             self._gone = True
             raise
@@ -367,6 +372,9 @@ class Node:
                 await asyncio.to_thread(self.heartbeat.stop)
         if self._gone:
             raise crawl_gone(self._keys.name)
+        return report
+
+    async def _report(self, report: CrawlReport) -> None:
         final = {
             "pages": report.pages,
             "bytes": report.bytes,
@@ -377,7 +385,6 @@ class Node:
             **self._info,
         }
         await persist("reporting", lambda: self._client.hset(self._keys.report, self.node, json.dumps(final)))
-        return report
 
 
 def _save_checkpoint(conn: Any, crawl_id: int, checkpoint: dict[str, int]) -> None:
