@@ -295,3 +295,46 @@ def refetched(out: Path) -> set[str]:
         }
     finally:
         db.close()
+
+
+def shard_captures(directory: Path, *, settled: bool = True) -> set[tuple[str, str, float]]:
+    """(url, node, fetched at) of every capture in the node shard in `directory`; `settled`: its stage must
+    be empty (no batch of it waits for the next node started there)."""
+    db = sqlite3.connect(directory / "node.db")
+    try:
+        if settled:
+            assert db.execute("SELECT COUNT(*) FROM pending_results").fetchone() == (0,)
+        return set(db.execute("SELECT url, node, fetched_at FROM captures"))
+    finally:
+        db.close()
+
+
+def check_shards(out: Path, *nodes: Path, dead: Path | None = None) -> None:
+    """The coordinator's index in `out` holds exactly the captures of the node shards in `out` and `nodes`,
+    each in one shard only, and each shard's search index has caught up.
+
+    `dead`: the directory of a node killed for good, which may have died with a batch Redis accepted and
+    its shard had not written yet: those captures, of its node, are in the coordinator's index only."""
+    shards = [shard_captures(directory) for directory in (out, *nodes)]
+    if dead is not None:
+        shards.append(shard_captures(dead, settled=False))
+    union = set().union(*shards)
+    assert sum(map(len, shards)) == len(union)
+    db = sqlite3.connect(out / "crawl.db")
+    try:
+        gathered = set(db.execute("SELECT url, node, fetched_at FROM captures"))
+    finally:
+        db.close()
+    assert union <= gathered
+    unsettled = gathered - union
+    if dead is None:
+        assert not unsettled
+    else:
+        assert {node for _url, node, _at in unsettled} <= {node for _url, node, _at in shards[-1]}
+    for directory in (out, *nodes):
+        db = sqlite3.connect(directory / "node.db")
+        try:
+            (last,) = db.execute("SELECT COALESCE(MAX(id), 0) FROM captures").fetchone()
+            assert db.execute("SELECT upto FROM fts_progress").fetchone() == (last,)
+        finally:
+            db.close()

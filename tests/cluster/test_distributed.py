@@ -18,6 +18,7 @@ from tests.cluster.processes import (
     Process,
     Sites,
     captures,
+    check_shards,
     coordinator,
     unfinished,
     wait_for_crawl,
@@ -62,6 +63,7 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     for node in ("node-01", "node-02", "node-03"):
         assert node in shown
     assert "Bloom filters:" in shown and "estimated URLs lost to false positives" in shown
+    check_shards(tmp_path / "coord", tmp_path / "w0", tmp_path / "w1")  # each node indexed what it fetched
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from tests.cluster.processes import (
     Sites,
     captures,
     check_complete,
+    check_shards,
     coordinator,
     done_in_redis,
     first_child,
@@ -30,6 +31,7 @@ from tests.cluster.processes import (
     node_of,
     node_pids,
     refetched,
+    shard_captures,
     state,
     wait_for_crawl,
     wait_for_done,
@@ -97,6 +99,36 @@ def test_a_killed_worker_loses_nothing_and_its_partitions_pass_on(tmp_path: Path
     assert {node: row["pages"] for node, row in nodes.items()} == gathered
     assert nodes[dead]["outcome"] == "lost"
     assert {row["outcome"] for node, row in nodes.items() if node != dead} == {"finished"}
+    check_shards(tmp_path / "coord", tmp_path / "w1", dead=tmp_path / "w0")
+    assert {node for _url, node, _at in shard_captures(tmp_path / "w0", settled=False)} == {dead}
+
+
+@pytest.mark.parametrize("point", ["after-stage", "before-settle"])
+def test_a_node_killed_between_its_shard_and_redis_settles_its_batch_when_restarted(
+    tmp_path: Path, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after staging a batch (Redis has not seen it) or after Redis accepted it (its shard has not
+    written it), a node restarted in its directory writes exactly what Redis accepted into its shard."""
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:
+        coord = coordinator(sites, server.url, tmp_path / "coord")
+        wait_for_crawl(server.url)
+        monkeypatch.setenv("WEBTRAWL_CRASH_AT", f"{point}:3")
+        crashing = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
+        monkeypatch.delenv("WEBTRAWL_CRASH_AT")
+        assert crashing.popen.wait(120) == -signal.SIGKILL
+        db = sqlite3.connect(tmp_path / "w0" / "node.db")
+        try:
+            assert db.execute("SELECT COUNT(*) FROM pending_results").fetchone()[0] > 0  # it died with a batch staged
+        finally:
+            db.close()
+        restarted = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
+        assert coord.finish()[0] == 0
+        code, _out, err = restarted.finish()
+        assert code == 0, err
+        check_complete(sites, tmp_path / "coord")
+    check_shards(tmp_path / "coord", tmp_path / "w0")
+    # The killed node's captures and its successor's, both ids, in the one shard of the directory.
+    assert len({node for _url, node, _at in shard_captures(tmp_path / "w0")}) == 2
 
 
 def test_a_node_stopped_past_its_lease_completes_nothing_for_the_partitions_it_lost(tmp_path: Path) -> None:

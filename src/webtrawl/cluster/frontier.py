@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..faults import crash_point
 from ..frontier.hosts import HostQueue
 from ..frontier.importance import SEED_CASH, already_seen, shares
 from ..frontier.seen import SeenCache
@@ -40,6 +41,7 @@ from .wire import completion_argument, encode_site_files
 
 if TYPE_CHECKING:
     from .hostlimits import SharedHostLimits
+    from .shard import NodeShard
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -69,7 +71,7 @@ class RedisFrontier:
         leases: Leases,
         politeness: Politeness,
         *,
-        save_checkpoint: Callable[[Mapping[str, int]], Awaitable[None]] | None = None,
+        shard: NodeShard | None = None,
         host_limits: SharedHostLimits | None = None,
         importance: bool = False,
     ) -> None:
@@ -82,7 +84,7 @@ class RedisFrontier:
         self._layout = layout
         self._leases = leases
         self._politeness = politeness
-        self._save_checkpoint = save_checkpoint
+        self._shard = shard
         self._by_url = layout.partition_by == "url"
         self._limits = host_limits
         self._scripts = Scripts(client, layout.incarnation)
@@ -396,13 +398,23 @@ class RedisFrontier:
     ) -> None:
         """Children first (in whatever partitions they live), then the results, fenced by the leases.
 
-        The archive checkpoint is saved locally before anything is completed in Redis: a crash in between
-        leaves records whose URLs are fetched again (at least once), never a result without its record.
-        Site files are not URLs of any partition: they go to the stream of their host's, fenced by the crawl's
-        incarnation only (as drops are).
+        The batch is staged in the node's shard with the archive checkpoint before anything is completed in
+        Redis, and settled there with what Redis accepted after (`cluster.shard`): a crash before leaves
+        records whose URLs are fetched again (at least once), never a result without its record; a crash
+        after is settled at the next start. Site files are not URLs of any partition: they go to the stream
+        of their host's, fenced by the crawl's incarnation only (as drops are).
         """
-        if self._save_checkpoint is not None and checkpoint:
-            await self._save_checkpoint(checkpoint)
+        by_partition: dict[int, list[tuple[Completion, memoryview]]] = defaultdict(list)
+        for item in batch:
+            p = self.partition(item.entry.url, item.entry.host)
+            by_partition[p].append((item, completion_argument(item, self._leases.node)))
+        batch_id = 0
+        if self._shard is not None:
+            batch_id = self._shard.next_batch()
+            results = [(p, item, sent) for p, items in by_partition.items() for item, sent in items]
+            await self._shard.stage(batch_id, checkpoint, results)
+            if results:
+                crash_point("after-stage")
         if site_files:
             entry = encode_site_files(list(site_files), self._leases.node)
             p = self.partition(site_files[0].url, origin(site_files[0].url))
@@ -414,29 +426,26 @@ class RedisFrontier:
             children += already_seen(batch, cash, children)
         if children:
             await self._add(children, cash)
-        by_partition: dict[int, list[Completion]] = defaultdict(list)
-        for item in batch:
-            by_partition[self.partition(item.entry.url, item.entry.host)].append(item)
         now = time.time()
-        for p, items in by_partition.items():
+        refused: set[int] = set()
+        for p, pairs in by_partition.items():
             token = self._leases.token(p)
-            for start in range(0, len(items), CHUNK):
-                chunk = items[start : start + CHUNK]
+            for start in range(0, len(pairs), CHUNK):
+                chunk = pairs[start : start + CHUNK]
                 if token is None:
-                    self._fenced(p, chunk)
+                    refused.update(self._fenced(p, chunk, None))
                     continue
-                args: list[Any] = [token]
-                for item in chunk:
+                args: list[Any] = [token, self._leases.node, str(batch_id)]
+                for item, sent in chunk:
                     delay = max(0, int(((item.not_before or now) - now) * 1000))
-                    sent = completion_argument(item, self._leases.node)
                     args += [fp_bytes(item.entry.fp), item.verdict, delay, sent]
                 reply = await self._script("completing", self._scripts.complete, p, args)
                 if reply is None:
-                    self._fenced(p, chunk)
+                    refused.update(self._fenced(p, chunk, None))
                 elif reply[1]:
-                    skipped = set(reply[1])
-                    self._fenced(p, [item for item in chunk if fp_bytes(item.entry.fp) in skipped])
-                self._done += sum(item.verdict == "done" for item in chunk)
+                    refused.update(self._fenced(p, chunk, set(reply[1])))
+            items = [item for item, _sent in pairs]
+            self._done += sum(item.verdict == "done" and item.entry.fp not in refused for item in items)
             retries = [item.not_before or now for item in items if item.verdict == "retry"]
             if retries and token is not None:
                 self._retry_at[p] = min(self._retry_at.get(p, retries[0]), *retries)
@@ -444,16 +453,22 @@ class RedisFrontier:
             in_flight.difference_update(item.entry.fp for item in items)
             if not in_flight:
                 del self._in_flight[p]
+        if self._shard is not None and batch:
+            crash_point("before-settle")
+            await self._shard.settle(batch_id, [item for item in batch if item.entry.fp not in refused])
         self._running -= len(batch)
 
-    def _fenced(self, p: int, items: Sequence[Completion]) -> None:
-        """Say which results the partition refused; those of a fetch (not, say, of a URL robots.txt disallows)
-        are requests the node that holds it now makes again."""
+    def _fenced(self, p: int, chunk: Sequence[tuple[Completion, memoryview]], skipped: set[bytes] | None) -> set[int]:
+        """Say which results the partition refused (all of `chunk`'s, or those `skipped`) and return their
+        fingerprints; those of a fetch (not, say, of a URL robots.txt disallows) are requests the node that
+        holds it now makes again."""
+        items = [item for item, _sent in chunk if skipped is None or fp_bytes(item.entry.fp) in skipped]
         fetched = sum(item.capture is not None for item in items)
         log.warning(
             "partition %d: %d result(s) not recorded (%d of them fetched): its lease passed to another node",
             p, len(items), fetched,
         )  # fmt: skip
+        return {item.entry.fp for item in items}
 
     # -- state ------------------------------------------------------------------------------------
 

@@ -34,6 +34,9 @@ class Keys:
     def stream(self, p: int) -> str:
         return self.partition(p) + ":s"
 
+    def acks(self, p: int) -> str:
+        return self.partition(p) + ":ack"
+
     @property
     def meta(self) -> str:
         """Hash: the crawl's settings, fixed at creation (partitions, hash, dedup, config)."""

@@ -22,7 +22,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from ..backend import Engine
@@ -37,7 +37,7 @@ from ..models import KeepResponse
 from ..politeness import Politeness
 from ..scope import Scope
 from ..stats import CrawlReport, Stats
-from ..store.db import Database, transaction
+from ..store.db import Database
 from ..store.fingerprints import Twins
 from .coordinator import INCARNATION, present
 from .frontier import RedisFrontier
@@ -48,6 +48,7 @@ from .leases import Leases, read_partitions
 from .redisconn import GONE_REPLY, crawl_gone, joining, persist
 from .scopehosts import SharedScope
 from .scripts import Scripts
+from .shard import NodeShard
 from .twins import RedisTwins
 
 log = logging.getLogger(__name__)
@@ -244,10 +245,9 @@ class Node:
     async def open_frontier(
         self, engine: Engine, db: Database, crawl_id: int, politeness: Politeness, budgets: Budgets
     ) -> Frontier:
-        async def save_checkpoint(checkpoint: Mapping[str, int]) -> None:
-            await db.run(_save_checkpoint, crawl_id, dict(checkpoint))
-
         config = self._config
+        shard = NodeShard(db, crawl_id, self.node, config.near_distance)
+        await shard.recover(self._client, self._keys)
         limits = None
         if self._layout.partition_by == "url":
             # Renewed with the leases, and lasting as long: a dead node's slots come back when its leases do.
@@ -262,7 +262,7 @@ class Node:
             self._layout,
             self.leases,
             politeness,
-            save_checkpoint=save_checkpoint,
+            shard=shard,
             host_limits=limits,
             importance=config.order == "importance",
         )
@@ -385,12 +385,3 @@ class Node:
             **self._info,
         }
         await persist("reporting", lambda: self._client.hset(self._keys.report, self.node, json.dumps(final)))
-
-
-def _save_checkpoint(conn: Any, crawl_id: int, checkpoint: dict[str, int]) -> None:
-    with transaction(conn):
-        conn.executemany(
-            "INSERT INTO warc_files(crawl_id, name, committed_end) VALUES (?, ?, ?) "
-            "ON CONFLICT(crawl_id, name) DO UPDATE SET committed_end = excluded.committed_end",
-            [(crawl_id, name, end) for name, end in checkpoint.items()],
-        )

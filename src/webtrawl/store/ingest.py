@@ -85,51 +85,48 @@ def ingest(
     its drop), and most of a page's links are such, each an upsert and two index probes otherwise. Their
     link edges are recorded all the same.
     """
+    with transaction(conn):
+        return apply_items(conn, crawl_id, items, near_distance, new_links)
+
+
+def apply_items(
+    conn: sqlite3.Connection,
+    crawl_id: int,
+    items: Sequence[Item],
+    near_distance: int = NEAR_DISTANCE,
+    new_links: Fresh | None = None,
+) -> int:
+    """`ingest` inside the caller's transaction (a node's shard settles its batch with it, see `store.shard`)."""
     now = time.time()
     unique: dict[str, Item] = {}
     for item in items:
         unique.setdefault(item[0], item)
-    with transaction(conn):
-        applied = _applied_keys(
-            conn, crawl_id, [key for key, completion, _node in unique.values() if completion.capture]
-        )
-        fresh = [item for key, item in unique.items() if key not in applied]
-        if not fresh:
-            return 0
-        # Ids grow with insertion, so this orders the call's discoveries after earlier ones for one index
-        # probe, where MAX(added_seq) reads every URL of the crawl (0.25 s at a million). Only deleting the
-        # newest URLs (refused by a budget) can make it go back, which costs nothing but that order.
-        (seq,) = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM urls").fetchone()
-        completions = [completion for _key, completion, _node in fresh]
-        children = _shallowest(child for completion in completions for child in completion.children)
-        if new_links is not None:
-            children = new_links(children)
-        host_ids = _host_ids(conn, crawl_id, [c.entry.host for c in completions] + [u.host for u in children])
-        conn.executemany(
-            _CHILD,
-            [
-                (
-                    crawl_id,
-                    u.fp,
-                    u.url,
-                    host_ids[u.host],
-                    u.depth,
-                    u.kind,
-                    u.referrer_fp,
-                    _via(u.via),
-                    seq,
-                    now,
-                    *_BUDGETS,
-                )
-                for u in children
-            ],
-        )
-        new = 0
-        for completion in completions:  # in stream order: a retry and the done that followed it may share a batch
-            moved = _complete(conn, crawl_id, completion, host_ids[completion.entry.host], seq, now)
-            if moved or completion.capture is not None:
-                new += 1
-        record_batch(conn, crawl_id, [Completed(c, node, key) for key, c, node in fresh], near_distance)
+    applied = _applied_keys(conn, crawl_id, [key for key, completion, _node in unique.values() if completion.capture])
+    fresh = [item for key, item in unique.items() if key not in applied]
+    if not fresh:
+        return 0
+    # Ids grow with insertion, so this orders the call's discoveries after earlier ones for one index
+    # probe, where MAX(added_seq) reads every URL of the crawl (0.25 s at a million). Only deleting the
+    # newest URLs (refused by a budget) can make it go back, which costs nothing but that order.
+    (seq,) = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM urls").fetchone()
+    completions = [completion for _key, completion, _node in fresh]
+    children = _shallowest(child for completion in completions for child in completion.children)
+    if new_links is not None:
+        children = new_links(children)
+    host_ids = _host_ids(conn, crawl_id, [c.entry.host for c in completions] + [u.host for u in children])
+    conn.executemany(
+        _CHILD,
+        [
+            (crawl_id, u.fp, u.url, host_ids[u.host], u.depth, u.kind, u.referrer_fp, _via(u.via), seq, now, *_BUDGETS)
+            for u in children
+        ],
+    )
+    new = 0
+    for completion in completions:  # in stream order: a retry and the done that followed it may share a batch
+        moved = _complete(conn, crawl_id, completion, host_ids[completion.entry.host], seq, now)
+        if moved or completion.capture is not None:
+            new += 1
+    record_batch(conn, crawl_id, [Completed(c, node, key) for key, c, node in fresh], near_distance)
     return new
 
 

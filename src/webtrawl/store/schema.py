@@ -27,6 +27,8 @@ One file, `DIR/crawl.db`, holds every crawl of a directory, each row tagged with
   (`page_fp` the page's), and the robots.txt and sitemap files the crawl read (`site_file`, `page_fp` their
   own).
 - `warc_files`: each WARC file's committed end; on resume every file is cut back to it.
+- `pending_results`: in a node's shard, the batch Redis has not yet accepted, its results encoded
+  (`store.shard`).
 - `crawl_live`, `crawl_control`: a running crawl's snapshot (JSON, rewritten every second) and the last
   command a dashboard gave it, so a dashboard in another process watches and steers it.
 
@@ -289,5 +291,16 @@ MIGRATIONS: tuple[str, ...] = (
     # catch-ups (20,000 pages: 8.2 s against 10.4-11.9 s), and searches as fast (benchmarks/README.md).
     """
     INSERT INTO captures_fts(captures_fts, rank) VALUES ('automerge', 16);
+    """,
+    # 13: a node's shard stages each batch until Redis has accepted it (see `store.shard`).
+    """
+    CREATE TABLE pending_results(
+        batch INTEGER NOT NULL,
+        fp INTEGER NOT NULL,
+        node TEXT NOT NULL,
+        partition INTEGER NOT NULL,
+        result BLOB NOT NULL,
+        PRIMARY KEY(batch, fp)
+    );
     """,
 )

@@ -1,18 +1,27 @@
 -- Complete URLs of one partition, under our lease only, and append each result to the partition's
 -- stream for the coordinator, in the same step. A URL no longer running under our token (the lease was
--- lost and taken over: it went back to waiting) is skipped. ARGV: lease token, then 4 values per URL:
--- fp, verdict ('done' | 'failed' | 'retry'), retry delay (ms), result (bytes for the stream).
+-- lost and taken over: it went back to waiting) is skipped. ARGV: lease token, node id, the node's batch
+-- id, then 4 values per URL: fp, verdict ('done' | 'failed' | 'retry'), retry delay (ms), result (bytes for
+-- the stream). The fps completed are acknowledged in `:ack` (per node, its last batch's only), so a node
+-- killed before it read this reply settles its shard from them when it restarts (`store.shard`).
 -- Returns {completed, {fp of each skipped}}, or false when the lease is not ours.
-local token = ARGV[1]
+local token, node, batch = ARGV[1], ARGV[2], ARGV[3]
 if not holds(token) then
   return false
+end
+local acks = PREFIX .. ':ack'
+local acked = {}
+if redis.call('HGET', acks, node) == batch then
+  acked[1] = redis.call('HGET', acks, node .. '/') or ''
+else
+  redis.call('HSET', acks, node, batch)
 end
 local attempts = PREFIX .. ':att'
 local stream = PREFIX .. ':s'
 local now = now_ms()
 local completed, skipped, retried = 0, {}, 0
 local finished = {done = 0, failed = 0}
-for i = 2, #ARGV, 4 do
+for i = 4, #ARGV, 4 do
   local fp, verdict, delay, result = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
   local running = redis.call('HGET', RUNNING, fp)
   local under, depth, host, record
@@ -32,11 +41,13 @@ for i = 2, #ARGV, 4 do
       finished[verdict] = finished[verdict] + 1
     end
     redis.call('XADD', stream, '*', 'c', result)
+    acked[#acked + 1] = fp
     completed = completed + 1
   else
     skipped[#skipped + 1] = fp
   end
 end
+redis.call('HSET', acks, node .. '/', table.concat(acked))
 if completed > 0 then
   redis.call('HINCRBY', C, 'running', -completed)
   redis.call('HINCRBY', C, 'waiting', retried)

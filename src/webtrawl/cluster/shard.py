@@ -1,0 +1,73 @@
+"""This node's shard: the index of what it fetched, in its own directory (`store.shard` holds the why).
+
+The frontier stages each batch here before completing it in Redis, and settles it with what Redis accepted;
+at start, a node settles what a killed predecessor in the same directory staged, from the acknowledgements
+the partitions kept (`cluster/lua/complete.lua`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from ..models import Completion
+from ..store.db import Database
+from ..store.shard import Staged, settle, stage, staged
+from .bloom import fp_bytes
+from .keys import Keys
+from .redisconn import persist
+from .wire import decode_completion
+
+log = logging.getLogger(__name__)
+
+
+class NodeShard:
+    """Stages and settles this node's batches in its shard, on the database's writer thread."""
+
+    def __init__(self, db: Database, crawl_id: int, node: str, near_distance: int) -> None:
+        self._db = db
+        self._crawl_id = crawl_id
+        self.node = node
+        self._near_distance = near_distance
+        self._batch = time.time_ns()
+        """Batch ids grow from the start time, so a restarted node's never meet its predecessor's."""
+
+    def next_batch(self) -> int:
+        self._batch += 1
+        return self._batch
+
+    async def stage(
+        self, batch: int, checkpoint: Mapping[str, int], results: Sequence[tuple[int, Completion, memoryview]]
+    ) -> None:
+        """Save the checkpoint and stage `results` (partition, completion, its encoded result)."""
+        rows = [Staged(batch, c.entry.fp, self.node, p, bytes(result)) for p, c, result in results]
+        await self._db.run(stage, self._crawl_id, checkpoint, rows)
+
+    async def settle(self, batch: int, accepted: Sequence[Completion]) -> None:
+        await self._db.run(settle, self._crawl_id, batch, self.node, accepted, self._near_distance)
+
+    async def recover(self, client: Any, keys: Keys) -> None:
+        """Settle the batches a killed node left staged: each result whose partition acknowledged it."""
+        left = await self._db.read(staged)
+        batches: dict[int, list[Staged]] = defaultdict(list)
+        for row in left:
+            batches[row.batch].append(row)
+        for batch, rows in batches.items():
+            node = rows[0].node
+            acked: set[bytes] = set()
+            for p in sorted({row.partition for row in rows}):
+                last, fps = await persist(
+                    "reading acknowledgements", partial(client.hmget, keys.acks(p), [node, node + "/"])
+                )
+                if last is not None and int(last) == batch and fps:
+                    acked.update(fps[i : i + 8] for i in range(0, len(fps), 8))
+            accepted = [decode_completion(row.result)[0] for row in rows if fp_bytes(row.fp) in acked]
+            await self._db.run(settle, self._crawl_id, batch, node, accepted, self._near_distance)
+            log.info(
+                "settled a batch the last run left: %d of its %d result(s) had been accepted",
+                len(accepted), len(rows),
+            )  # fmt: skip
