@@ -7,6 +7,7 @@ held across nodes.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -64,6 +65,17 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
         assert node in shown
     assert "Bloom filters:" in shown and "estimated URLs lost to false positives" in shown
     check_shards(tmp_path / "coord", tmp_path / "w0", tmp_path / "w1")  # each node indexed what it fetched
+    # The coordinator's directory lists every shard; one this machine cannot read is named.
+    listed = json.loads((tmp_path / "coord" / "shards.json").read_text())
+    assert sorted(Path(shard["path"]) for shard in listed) == sorted(
+        (tmp_path / d).resolve() for d in ("coord", "w0", "w1")
+    )
+    (tmp_path / "w1").rename(tmp_path / "w1-moved")
+    code, shown, err = Process(tmp_path / "logs", "status-dir", "status", tmp_path / "coord").finish(30)
+    assert code == 0, err
+    assert "shards            3" in shown
+    unreachable = [line for line in shown.splitlines() if "cannot be read" in line]
+    assert len(unreachable) == 1 and str((tmp_path / "w1").resolve()) in unreachable[0], shown
 
 
 @pytest.mark.slow

@@ -157,6 +157,7 @@ def test_a_node_stopped_past_its_lease_completes_nothing_for_the_partitions_it_l
     assert refetched(tmp_path / "coord") == set()
     refused = re.findall(r"result\(s\) not recorded \((\d+) of them fetched\): its lease passed", err)
     assert sum(hits.values()) - sum(captures(tmp_path / "coord").values()) == sum(map(int, refused))
+    check_shards(tmp_path / "coord", tmp_path / "w0")  # the refused results never entered its shard
 
 
 def test_redis_killed_and_restarted_mid_crawl_loses_nothing(tmp_path: Path) -> None:

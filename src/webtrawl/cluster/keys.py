@@ -79,6 +79,11 @@ class Keys:
         return self.scope + ":crawl"
 
     @property
+    def shards(self) -> str:
+        """Hash: `host:directory` → the shard a node indexes into there (JSON, `store.shards.ShardPlace`)."""
+        return f"{{{self.name}:shards}}"
+
+    @property
     def report(self) -> str:
         """Hash: node id → its final report (JSON)."""
         return f"{{{self.name}:report}}"

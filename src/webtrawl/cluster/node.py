@@ -37,7 +37,7 @@ from ..models import KeepResponse
 from ..politeness import Politeness
 from ..scope import Scope
 from ..stats import CrawlReport, Stats
-from ..store.db import Database
+from ..store.db import NODE_DB, Database
 from ..store.fingerprints import Twins
 from .coordinator import INCARNATION, present
 from .frontier import RedisFrontier
@@ -48,12 +48,11 @@ from .leases import Leases, read_partitions
 from .redisconn import GONE_REPLY, crawl_gone, joining, persist
 from .scopehosts import SharedScope
 from .scripts import Scripts
-from .shard import NodeShard
+from .shard import NodeShard, register_shard
 from .twins import RedisTwins
 
 log = logging.getLogger(__name__)
 
-NODE_DB = "node.db"
 HEARTBEAT = 2.0
 """Seconds between heartbeats."""
 REBALANCE = 0.25
@@ -222,9 +221,7 @@ class Node:
         self.node = node
         self.warc_prefix = f"{config.name}-{node}"
         self.warc_family: str | None = re.escape(config.name) + r"-node-\d+"
-        # The node's own state (its WARC files' committed ends) stays out of the index the coordinator
-        # writes, which may be in the same directory: two writers on one file would wait for each other.
-        self.db_name = NODE_DB
+        self.db_name = NODE_DB  # its shard
         self.lock_fd = lock_fd
         self._config = config
         self._client = client
@@ -248,6 +245,7 @@ class Node:
         config = self._config
         shard = NodeShard(db, crawl_id, self.node, config.near_distance)
         await shard.recover(self._client, self._keys)
+        await register_shard(self._client, self._keys, config.out, self.node)
         limits = None
         if self._layout.partition_by == "url":
             # Renewed with the leases, and lasting as long: a dead node's slots come back when its leases do.

@@ -21,6 +21,7 @@ from ..store.db import Database, transaction
 from ..store.ingest import settle_unreached
 from ..store.opened import open_crawl_directory, outcome_counts
 from ..store.schedule import due_revisits, mark_waiting
+from ..store.shards import save_places
 from .coordinator import CoordinatorLease, Gatherer, check_present, create_or_join, load_crawl, scan, watch_for_end
 from .events import Event, Gathering, Requeued, Restored
 from .frontier import RedisFrontier
@@ -31,6 +32,7 @@ from .node import HEARTBEAT, Node, live_nodes, register
 from .ownnode import OwnNode, following_coordinator
 from .redisconn import advising_when_gone, cancel, joining, open_clients, persist, pipelined
 from .restore import restore_if_due
+from .shard import registered_shards
 from .status import all_nodes
 
 log = logging.getLogger(__name__)
@@ -137,6 +139,7 @@ async def _coordinate(
                     node = await OwnNode.start(node_url, config, opened.lock.fd)
                     node_task = tg.create_task(_own_node(node, client, keys, layout))
                 renewing = tg.create_task(_renew(client, keys, layout, lease))
+                listing = tg.create_task(_list_shards(client, keys, out))
                 ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
                 stopping = tg.create_task(_watch_for_stop(client, keys))
                 limits = tg.create_task(_watch_limits(client, keys, layout, config))
@@ -168,7 +171,7 @@ async def _coordinate(
                 leaving = outcome != "interrupted" and config.revisit.every is None
                 reports = await _final_reports(client, sync, keys, gatherer, wait=leaving)
                 heartbeats = await persist("reading nodes", lambda: asyncio.to_thread(all_nodes, sync, keys))
-                await cancel({renewing} if live is None else {renewing, live})
+                await cancel({renewing, listing} if live is None else {renewing, listing, live})
         if outcome == "finished":
             lost = await db.run(settle_unreached, crawl_id)
             if lost:
@@ -187,7 +190,23 @@ async def _coordinate(
             **await db.run(outcome_counts, crawl_id),
         )
         (out / f"{config.name}-nodes.json").write_text(json.dumps(nodes, indent=2, sort_keys=True))
+        save_places(out, await registered_shards(client, keys))
         return report, nodes
+
+
+SHARDS_EVERY = 5.0
+"""Seconds between two copies of the registered shards into the coordinator's directory."""
+
+
+async def _list_shards(client: Any, keys: Keys, out: Path) -> None:
+    """Keep `DIR/shards.json` up to date while the crawl runs, so a reader of DIR finds a node that joined."""
+    while True:
+        places = await registered_shards(client, keys)
+        try:
+            save_places(out, places)
+        except OSError as exc:  # a full disk: the crawl goes on, the list is written at the end or next time
+            log.warning("could not list the crawl's shards in %s: %s", out, exc)
+        await asyncio.sleep(SHARDS_EVERY)
 
 
 async def _own_node(node: OwnNode, client: Any, keys: Keys, layout: Layout) -> None:

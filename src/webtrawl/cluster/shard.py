@@ -8,15 +8,18 @@ the partitions kept (`cluster/lua/complete.lua`).
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from ..models import Completion
 from ..store.db import Database
 from ..store.shard import Staged, settle, stage, staged
+from ..store.shards import ShardPlace
 from .bloom import fp_bytes
 from .keys import Keys
 from .redisconn import persist
@@ -71,3 +74,18 @@ class NodeShard:
                 "settled a batch the last run left: %d of its %d result(s) had been accepted",
                 len(accepted), len(rows),
             )  # fmt: skip
+
+
+async def register_shard(client: Any, keys: Keys, directory: Path, node: str) -> None:
+    """Name this node's shard in Redis, so the coordinator lists it in its directory (`store.shards`)."""
+    host, path = socket.gethostname(), str(directory.resolve())
+    known = await persist("registering the shard", partial(client.hget, keys.shards, f"{host}:{path}"))
+    nodes = ShardPlace.from_json(known).nodes if known else ()
+    place = ShardPlace(host=host, path=path, nodes=(*nodes, node) if node not in nodes else nodes)
+    await persist("registering the shard", partial(client.hset, keys.shards, place.key, place.to_json()))
+
+
+async def registered_shards(client: Any, keys: Keys) -> list[ShardPlace]:
+    """Every shard the crawl's nodes registered."""
+    raw = await persist("reading the shards", partial(client.hvals, keys.shards))
+    return [ShardPlace.from_json(value) for value in raw]

@@ -28,6 +28,9 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 DB_NAME = "crawl.db"
+NODE_DB = "node.db"
+"""A distributed crawl's node writes its shard here: a coordinator and its own node share a directory, and
+two writers on one file would wait for each other."""
 LOCK_NAME = ".webtrawl.lock"
 
 
