@@ -45,8 +45,10 @@ _KEY_TYPES: dict[str, tuple[type | tuple[type, ...], ...]] = {
     "status": (int, (int, float), int),
     "search": ((int, float), int),
     "search in capture order": (int,),
+    "shard search": ((int, float), int, int),
+    "shard search in capture order": (int, int),
 }
-_BM25 = "bm25(captures_fts, 10.0, 4.0, 1.0)"
+BM25 = "bm25(captures_fts, 10.0, 4.0, 1.0)"
 """A match in the title counts ten times one in the text, one in the URL four times."""
 _STATUS = re.compile(r"(?:(\d{3})|([1-5])xx|(none))")
 _TOKEN = re.compile(r'\s*(?:("[^"]*")(\*?)|(\(|\))|([^\s"()]+)|("))')
@@ -131,7 +133,7 @@ THUMBNAIL = (
 ROW = f"c.id, c.url, {TITLE}, c.status, c.content_type, c.size, u.depth, c.fetched_at, c.error, {THUMBNAIL}"
 """The columns of a `PageRow`, from `FROM`."""
 FROM = "FROM captures c LEFT JOIN urls u ON u.crawl_id = c.crawl_id AND u.fp = c.fp"
-_BY_ID = FROM.replace("captures c", "captures c NOT INDEXED")
+BY_ID = FROM.replace("captures c", "captures c NOT INDEXED")
 """For rows picked by id: the planner would rather scan an index of the crawl's captures (or of a status)
 than look up a list of rowids; NOT INDEXED leaves it the rowid alone."""
 SCAN_WINDOW = 5000
@@ -168,7 +170,7 @@ def list_pages(
     filtered, params = filters.where()
     backwards = before is not None
     cursor = before if backwards else after
-    start = _decode_cursor(cursor, sort) if cursor is not None else None
+    start = decode_cursor(cursor, sort) if cursor is not None else None
     deadline = time.monotonic() + budget
     found: list[tuple[tuple[Any, ...], PageRow]] = []
     step = min(window, 4 * (limit + 1)) if filtered else limit + 1
@@ -179,7 +181,7 @@ def list_pages(
         rows = {
             row[0]: row
             for row in conn.execute(
-                f"SELECT {ROW} {_BY_ID} WHERE c.crawl_id = ?{filtered} AND c.id IN ({', '.join('?' * len(keys))})",
+                f"SELECT {ROW} {BY_ID} WHERE c.crawl_id = ?{filtered} AND c.id IN ({', '.join('?' * len(keys))})",
                 (crawl_id, *params, *(key[-1] for key in keys)),
             )
         }
@@ -198,12 +200,12 @@ def list_pages(
             more, partial = keys[-1], True
             break
     found = found[:limit]
-    ahead = None if more is None else _encode_cursor(more)
+    ahead = None if more is None else encode_cursor(more)
     if backwards:  # shown in the sort's order; what comes next starts after the last row shown
         found.reverse()
-        back = _encode_cursor(found[-1][0]) if found else cursor
+        back = encode_cursor(found[-1][0]) if found else cursor
         return PageList([row for _key, row in found], back, partial, previous=ahead)
-    back = None if cursor is None else _encode_cursor(found[0][0]) if found else cursor
+    back = None if cursor is None else encode_cursor(found[0][0]) if found else cursor
     return PageList([row for _key, row in found], ahead, partial, previous=back)
 
 
@@ -238,11 +240,11 @@ def _keys_after(
     return found
 
 
-def _encode_cursor(key: tuple[Any, ...]) -> str:
+def encode_cursor(key: tuple[Any, ...]) -> str:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
-def _decode_cursor(token: str, sort: str) -> list[Any]:
+def decode_cursor(token: str, sort: str) -> list[Any]:
     try:
         key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (binascii.Error, ValueError):
@@ -327,10 +329,19 @@ class SearchResult:
     """False when the words match too many captures to rank (see `RANK_AT_MOST`): hits come in capture order."""
 
 
+OPERATORS = frozenset(("AND", "OR", "NOT", "(", ")"))
+"""The parts of an FTS5 query (`fts_parts`) that are no phrase."""
+
+
 def fts_query(text: str) -> str:
     """The FTS5 query for what a person typed: every word and phrase quoted, so only these keep a meaning:
     "a phrase", a trailing * (prefix), AND / OR / NOT and parentheses. Raises QueryError for an unclosed quote
     or a lone *; a misplaced operator is left for FTS5 to refuse (see `search`)."""
+    return " ".join(fts_parts(text))
+
+
+def fts_parts(text: str) -> list[str]:
+    """`fts_query` as its parts: quoted phrases (a prefix's with its *) and `OPERATORS`."""
     parts: list[str] = []
     pos = 0
     while match := _TOKEN.match(text, pos):
@@ -347,7 +358,7 @@ def fts_query(text: str) -> str:
             if not bare:
                 raise QueryError("* alone matches nothing: put it after the start of a word, as in crawl*")
             parts.append(f'"{bare}"' + ("*" if bare != word else ""))  # a word holds no quote: see _TOKEN
-    return " ".join(parts)
+    return parts
 
 
 def search(
@@ -374,7 +385,7 @@ def search(
     try:
         ranked, start = _search_start(conn, query, after, rank_at_most)
         if ranked:
-            order = f"SELECT rowid, {_BM25} AS score FROM captures_fts WHERE captures_fts MATCH ?"
+            order = f"SELECT rowid, {BM25} AS score FROM captures_fts WHERE captures_fts MATCH ?"
             if start:  # LIMIT -1 keeps the subquery whole: merged into this one, it would compute bm25 twice
                 order = f"SELECT rowid, score FROM ({order} LIMIT -1) WHERE (score, rowid) > (?, ?)"
             order += " ORDER BY score, rowid"
@@ -391,8 +402,7 @@ def search(
             rows = {
                 row[0]: row
                 for row in conn.execute(
-                    f"SELECT {ROW} {_BY_ID} WHERE c.crawl_id = ?{filtered} "
-                    f"AND c.id IN ({', '.join('?' * len(scored))})",
+                    f"SELECT {ROW} {BY_ID} WHERE c.crawl_id = ?{filtered} AND c.id IN ({', '.join('?' * len(scored))})",
                     (crawl_id, *params, *(rowid for rowid, _ in scored)),
                 )
             }
@@ -401,8 +411,8 @@ def search(
             last_read = keys[-1][0] if keys else last_read
             batch = min(batch * 4, 4000)
         matches.close()
-        marks = _marks()
-        snippets = _snippets(conn, query, [row[0] for _, row in found[:limit]], marks)
+        marks = new_marks()
+        snippets = snippets_of(conn, query, [row[0] for _, row in found[:limit]], marks)
     except sqlite3.OperationalError as exc:
         if "fts5" not in str(exc) and "syntax error" not in str(exc):
             raise
@@ -425,7 +435,7 @@ def search(
         next_key, partial = (), False
     else:  # out of time
         next_key, partial = last_read, True
-    cursor = _encode_cursor(next_key) if next_key else None
+    cursor = encode_cursor(next_key) if next_key else None
     return SearchResult(hits, cursor, unindexed(conn), partial=partial, ranked=ranked)
 
 
@@ -436,19 +446,19 @@ def _search_start(conn: sqlite3.Connection, query: str, after: str | None, rank_
         (matching,) = conn.execute("SELECT COUNT(*) FROM captures_fts WHERE captures_fts MATCH ?", (query,)).fetchone()
         return matching <= rank_at_most, []
     try:
-        return True, _decode_cursor(after, "search")
+        return True, decode_cursor(after, "search")
     except QueryError:
-        return False, _decode_cursor(after, "search in capture order")
+        return False, decode_cursor(after, "search in capture order")
 
 
-def _marks() -> tuple[str, str]:
+def new_marks() -> tuple[str, str]:
     """Marks to put around matched words, new for each search: a page cannot contain marks it cannot guess,
     so no page can make its own text look matched."""
     nonce = secrets.token_hex(8)
     return f"\ue000{nonce}[", f"]{nonce}\ue001"
 
 
-def _snippets(
+def snippets_of(
     conn: sqlite3.Connection, query: str, ids: list[int], marks: tuple[str, str]
 ) -> dict[int, tuple[str, str]]:
     if not ids:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import StoreError
-from .db import NODE_DB
+from .crawls import crawl_id_of
+from .db import NODE_DB, connect
 
 SHARDS_FILE = "shards.json"
 
@@ -51,8 +53,12 @@ class ShardPlace:
 
 
 def save_places(directory: Path, places: Iterable[ShardPlace]) -> None:
-    """Write the crawl's shards into `directory`, whole or not at all (a reader may be reading it)."""
-    doc = [asdict(place) for place in sorted(places, key=lambda place: place.key)]
+    """Write the crawl's shards into `directory`, whole or not at all (a reader may be reading it). A shard
+    keeps its place in the list (its number, see `global_id`); new ones come after."""
+    known = {place.key: place for place in load_places(directory)}
+    for place in places:
+        known[place.key] = place
+    doc = [asdict(place) for place in known.values()]
     temporary = directory / f".{SHARDS_FILE}.{os.getpid()}"
     temporary.write_text(json.dumps(doc, indent=2) + "\n")
     temporary.replace(directory / SHARDS_FILE)
@@ -68,3 +74,63 @@ def load_places(directory: Path) -> list[ShardPlace]:
         return []
     except (ValueError, KeyError, TypeError) as exc:
         raise StoreError(f"{path} is not a list of shards ({exc}); the coordinator rewrites it when it runs") from None
+
+
+SHARD_BITS = 40
+"""A capture's id in its shard fits in this many bits (10^12); the shard's number goes above them."""
+
+
+def global_id(shard: int, local: int) -> int:
+    """The id that names a capture of shard number `shard` across the crawl."""
+    return shard << SHARD_BITS | local
+
+
+def split_id(capture_id: int) -> tuple[int, int]:
+    """The shard number and the id within that shard of a `global_id`."""
+    return capture_id >> SHARD_BITS, capture_id & ((1 << SHARD_BITS) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenShard:
+    number: int
+    """Its place in `shards.json`."""
+    place: ShardPlace
+    conn: sqlite3.Connection
+    crawl_id: int
+
+
+class ShardSet:
+    """The shards of a distributed crawl, open for reading, and those this machine cannot read."""
+
+    def __init__(self, shards: list[OpenShard], unreachable: list[ShardPlace]) -> None:
+        self.shards = shards
+        self.unreachable = unreachable
+
+    @classmethod
+    def open(cls, directory: Path, name: str) -> ShardSet:
+        """Open each shard `directory`'s coordinator lists, read-only. Raises StoreError when it lists none."""
+        places = load_places(directory)
+        if not places:
+            raise StoreError(f"{directory} lists no shards: it is not a distributed crawl's coordinator directory")
+        shards, unreachable = [], []
+        for number, place in enumerate(places):
+            if not place.reachable():
+                unreachable.append(place)
+                continue
+            conn = connect(place.database, readonly=True)
+            try:
+                shards.append(OpenShard(number, place, conn, crawl_id_of(conn, name)))
+            except BaseException:
+                conn.close()
+                raise
+        return cls(shards, unreachable)
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.conn.close()
+
+    def __enter__(self) -> ShardSet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
