@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..frontier.seen import SeenCache
 from ..models import Completion
 from ..store.db import Database
 from ..store.shard import Staged, settle, stage, staged
@@ -38,6 +39,8 @@ class NodeShard:
         self._near_distance = near_distance
         self._batch = time.time_ns()
         """Batch ids grow from the start time, so a restarted node's never meet its predecessor's."""
+        self._seen = SeenCache()
+        """Links written already (used on the database thread only)."""
 
     def next_batch(self) -> int:
         self._batch += 1
@@ -51,7 +54,7 @@ class NodeShard:
         await self._db.run(stage, self._crawl_id, checkpoint, rows)
 
     async def settle(self, batch: int, accepted: Sequence[Completion]) -> None:
-        await self._db.run(settle, self._crawl_id, batch, self.node, accepted, self._near_distance)
+        await self._db.run(settle, self._crawl_id, batch, self.node, accepted, self._near_distance, self._seen.fresh)
 
     async def recover(self, client: Any, keys: Keys) -> None:
         """Settle the batches a killed node left staged: each result whose partition acknowledged it."""
@@ -69,7 +72,7 @@ class NodeShard:
                 if last is not None and int(last) == batch and fps:
                     acked.update(fps[i : i + 8] for i in range(0, len(fps), 8))
             accepted = [decode_completion(row.result)[0] for row in rows if fp_bytes(row.fp) in acked]
-            await self._db.run(settle, self._crawl_id, batch, node, accepted, self._near_distance)
+            await self._db.run(settle, self._crawl_id, batch, node, accepted, self._near_distance, self._seen.fresh)
             log.info(
                 "settled a batch the last run left: %d of its %d result(s) had been accepted",
                 len(accepted), len(rows),

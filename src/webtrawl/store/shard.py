@@ -9,7 +9,7 @@ yet a node killed between the two must lose nothing. So a batch is written in tw
   also makes a second settling of the same results change nothing), and the stage emptied, in one
   transaction.
 A node restarted in its directory settles what its predecessor left staged, from the acknowledgements Redis
-kept for it (`cluster/lua/complete.lua`). A shard holds no waiting URL: the frontier lives in Redis.
+kept for it (`cluster/lua/complete.lua`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..models import Completion
 from .db import transaction
-from .ingest import apply_items
+from .ingest import Fresh, apply_items
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +61,16 @@ def settle(
     node: str,
     accepted: Sequence[Completion],
     near_distance: int,
+    new_links: Fresh,
 ) -> None:
-    """Write the results of `batch` that Redis accepted, and empty its stage, in one transaction."""
+    """Write the results of `batch` that Redis accepted, and empty its stage, in one transaction.
+
+    The pages' links are written as waiting URLs, as a coordinator's index holds them (`new_links` leaves
+    out those written before): Redis holds the frontier, but a crawl Redis lost is rebuilt from its shards
+    (`cluster.restore`), and a URL found but not yet fetched is known nowhere else."""
     with transaction(conn):
         apply_items(
-            conn,
-            crawl_id,
-            [(f"{node}/{batch}/{c.entry.fp}", c, node) for c in accepted],
-            near_distance,
-            new_links=lambda _children: [],  # a shard holds no waiting URL
+            conn, crawl_id, [(f"{node}/{batch}/{c.entry.fp}", c, node) for c in accepted], near_distance, new_links
         )
         conn.execute("DELETE FROM pending_results WHERE batch = ?", (batch,))
 
