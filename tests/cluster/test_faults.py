@@ -264,6 +264,56 @@ def test_a_crawl_redis_forgot_ends_with_one_line_and_goes_on_from_the_coordinato
     assert refetched(tmp_path / "coord") == set()
 
 
+def shards_ended(*directories: Path) -> set[str]:
+    """URLs done or failed in the node shards in `directories`."""
+    urls: set[str] = set()
+    for directory in directories:
+        db = sqlite3.connect(directory / "node.db")
+        try:
+            urls |= {url for (url,) in db.execute("SELECT url FROM urls WHERE state IN (2, 3)")}
+        finally:
+            db.close()
+    return urls
+
+
+def test_a_crawl_redis_forgot_is_rebuilt_from_its_shards(tmp_path: Path) -> None:
+    """Redis flushed mid-crawl, then a coordinator started in a new directory that lists the old crawl's
+    shards (`shards.json`) and nothing else: the shards alone rebuild the crawl, which fetches nothing they
+    had, and every page ends in some shard."""
+    layout = ("--partition-by", "url")
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer(appendonly=False) as server:
+        coord = coordinator(sites, server.url, tmp_path / "coord", *layout)
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
+        wait_for_done(server.url, 200)
+        while (
+            not (tmp_path / "coord" / "shards.json").exists()
+            or len(json.loads((tmp_path / "coord" / "shards.json").read_text())) < 2
+        ):
+            time.sleep(0.1)
+        with redis.Redis.from_url(server.url) as admin:
+            admin.flushall()
+        for process in (coord, helper):
+            assert process.finish()[0] == 2
+        had = shards_ended(tmp_path / "coord", tmp_path / "w0")
+        assert had
+        fetched_before = sites.hits()
+
+        (tmp_path / "again").mkdir()
+        (tmp_path / "again" / "shards.json").write_text((tmp_path / "coord" / "shards.json").read_text())
+        coord = coordinator(sites, server.url, tmp_path / "again", *layout)
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w1", "--concurrency", WORKER_CONCURRENCY)
+        code, _out, err = coord.finish()
+        assert code == 0, err
+        assert helper.finish()[0] == 0
+        fetched_again = {url for url in had if sites.hits()[url] > fetched_before[url]}
+        expected = sites.expected()
+    assert fetched_again == set(), f"{len(fetched_again)} page(s) the shards had were fetched again"
+    shards = [tmp_path / d for d in ("coord", "w0", "again", "w1")]
+    assert {url for d in shards for url, _node, _at in shard_captures(d, settled=False)} == expected
+
+
 def test_a_flushed_redis_that_keeps_its_data_on_disk_is_not_told_to(tmp_path: Path) -> None:
     with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer() as server:  # appendonly yes
         coord = coordinator(sites, server.url, tmp_path / "coord")

@@ -19,10 +19,11 @@ class LeaseHeld:
 
 @dataclass(frozen=True, slots=True)
 class Restored:
-    """The crawl was new in Redis: its URLs were rebuilt there from this directory's index."""
+    """The crawl was new in Redis: its URLs were rebuilt there from this directory's index and its shards."""
 
     name: str
     urls: int
+    shards: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""A crawl rebuilt in Redis from the coordinator's index: Redis lost it (restarted with nothing on disk, or
-flushed), or the index holds an embedded crawl that now goes on distributed.
+"""A crawl rebuilt in Redis from the coordinator's index and the nodes' shards: Redis lost it (restarted with
+nothing on disk, or flushed), or the index holds an embedded crawl that now goes on distributed.
 
 The index has every URL the crawl found, with its state, because the coordinator writes each page's links
 with its capture, and the hosts the crawl's scope gained (seeds that redirected) with the redirects, which the
@@ -14,10 +14,16 @@ meanwhile restores again (what was already restored is left as it is). The crawl
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ..models import Entry, State
 from ..store.db import Database
 from ..store.schedule import frontier_rows
+from ..store.shards import OpenShard, ShardSet
 from .coordinator import RESTORE_MARK
 from .frontier import RedisFrontier
 from .keys import Keys
@@ -25,19 +31,49 @@ from .redisconn import persist
 
 CHUNK = 10_000
 """URLs read from the index at a time."""
+Row = tuple[int, Entry, State]
 
 
-async def restore_if_due(client: Any, keys: Keys, db: Database, crawl_id: int, frontier: RedisFrontier) -> int:
-    """Restore the crawl from the index when it is new in Redis (or a restore was cut short); returns how
-    many URLs went back into Redis."""
+async def restore_if_due(
+    client: Any, keys: Keys, db: Database, crawl_id: int, frontier: RedisFrontier, directory: Path
+) -> Restoring | None:
+    """Restore the crawl from the coordinator's index and the shards `directory` lists, when it is new in
+    Redis (or a restore was cut short); returns what went back into Redis, or None when nothing was due.
+
+    A shard this machine cannot read is named (`Restoring.unreachable`): the URLs only it knows stay unknown,
+    and the pages it holds are fetched again if found again."""
     if not await persist("reading the crawl's settings", lambda: client.hexists(keys.meta, RESTORE_MARK)):
-        return 0
-    restored = 0
-    # Ended URLs first: a node that joined already and finds one again takes it as seen.
-    for ended in (True, False):
-        after = 0
-        while rows := await db.run(frontier_rows, crawl_id, ended, after, CHUNK):
-            restored += await frontier.restore([(entry, state) for _row, entry, state in rows])
-            after = rows[-1][0]
+        return None
+    restoring = Restoring()
+    with ShardSet.open(directory, keys.name) as shards:
+        restoring.shards = len(shards.shards)
+        restoring.unreachable = [place.key for place in shards.unreachable]
+        sources: list[Callable[[bool, int], Awaitable[list[Row]]]] = [
+            lambda ended, after: db.run(frontier_rows, crawl_id, ended, after, CHUNK)
+        ]
+        sources += [_reading(shard) for shard in shards.shards]
+        # Ended URLs first, from every source: a node that joined already and finds one again takes it as seen,
+        # and a link another shard holds as waiting is then taken as seen too.
+        for ended in (True, False):
+            for rows_of in sources:
+                after = 0
+                while rows := await rows_of(ended, after):
+                    restoring.urls += await frontier.restore([(entry, state) for _row, entry, state in rows])
+                    after = rows[-1][0]
     await persist("marking the crawl restored", lambda: client.hdel(keys.meta, RESTORE_MARK))
-    return restored
+    return restoring
+
+
+def _reading(shard: OpenShard) -> Callable[[bool, int], Awaitable[list[Row]]]:
+    """`frontier_rows` of a shard, read off the event loop."""
+    return lambda ended, after: asyncio.to_thread(frontier_rows, shard.conn, shard.crawl_id, ended, after, CHUNK)
+
+
+@dataclass
+class Restoring:
+    """What a restore put back: URLs, from how many shards (beside the coordinator's index), and the shards
+    it could not read."""
+
+    urls: int = 0
+    shards: int = 0
+    unreachable: list[str] = field(default_factory=list)

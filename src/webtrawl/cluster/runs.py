@@ -112,9 +112,17 @@ async def _coordinate(
         frontier = _frontier(client, keys, layout, config)
         # Every node learns them from Redis: a crawl rebuilt there, or one an earlier webtrawl started, too.
         await frontier.widen_scope(gained)
-        restored = await restore_if_due(client, keys, db, crawl_id, frontier)
-        if restored and on_event is not None:
-            on_event(Restored(keys.name, restored))
+        restored = await restore_if_due(client, keys, db, crawl_id, frontier, out)
+        if restored is not None:
+            for place in restored.unreachable:
+                log.warning(
+                    "the shard at %s cannot be read from this machine: the URLs only it knew are not restored, "
+                    "and its pages are fetched again when found again (make it readable here, or fold it in with "
+                    "webtrawl merge, before the coordinator starts)",
+                    place,
+                )
+            if on_event is not None:
+                on_event(Restored(keys.name, restored.urls, restored.shards))
         await frontier.add(opened.seed_urls())
         if config.revisit.recrawl:
             # Results of the last pass come in first: what they change decides what is due.

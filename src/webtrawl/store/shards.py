@@ -108,10 +108,8 @@ class ShardSet:
 
     @classmethod
     def open(cls, directory: Path, name: str) -> ShardSet:
-        """Open each shard `directory`'s coordinator lists, read-only. Raises StoreError when it lists none."""
+        """Open each shard `directory`'s coordinator lists (none for an embedded crawl's), read-only."""
         places = load_places(directory)
-        if not places:
-            raise StoreError(f"{directory} lists no shards: it is not a distributed crawl's coordinator directory")
         shards, unreachable = [], []
         for number, place in enumerate(places):
             if not place.reachable():
