@@ -1,5 +1,6 @@
 """The commands that read what a crawl archived, without crawling: `export` (rows, the CDXJ index, or a
-WACZ package) and `show` (one URL's archived response)."""
+WACZ package), `show` (one URL's archived response), and `merge` (shards copied from other machines folded
+into a distributed crawl's directory)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .store.crawls import crawl_id_of, crawl_name
 from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
 from .store.export import export_media, iso_time
+from .store.fold import fold_shard
 from .store.show import capture_lines, captures_of, latest_archived, read_message
 from .store.wacz import export_wacz
 from .terminal import NAME_HELP, USAGE_ERRORS, fail, reader_gone, say, write_out
@@ -100,3 +102,31 @@ def show(directory: Path, url: str, name: str | None, decoded: bool, list_captur
         if cut:
             say("the payload is damaged or too large to decode whole: shown as far as it decodes")
     write_out(message.head + payload)
+
+
+@click.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--name", help=NAME_HELP)
+def merge(directory: Path, shards: tuple[Path, ...], name: str | None) -> None:
+    """Fold shards copied from other machines into a distributed crawl's DIRECTORY (the coordinator's).
+
+    Each SHARD is a node's directory as it left it (node.db, WARC files, media), copied here when the nodes
+    had no filesystem shared with the coordinator; afterwards every reader of DIRECTORY reads it. Running it
+    again changes nothing.
+    """
+    for source in shards:
+        try:
+            folded = fold_shard(directory, source, name)
+        except USAGE_ERRORS as exc:
+            fail(str(exc))
+        nodes = ", ".join(folded.place.nodes)
+        if folded.already:
+            click.echo(f"{source}: folded in before (as {folded.place.copy}, {nodes}): nothing changed")
+            continue
+        click.echo(f"{source}: {folded.pages:,} page(s) of {nodes} folded in as {directory / str(folded.place.copy)}")
+        if folded.unsettled:
+            say(
+                f"{source}: {folded.unsettled:,} result(s) its node staged when it was killed are left out (no "
+                "Redis can tell any more whether they counted): a re-crawl fetches those pages again"
+            )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import click
 
 from . import __version__
-from .archive_commands import export, show
+from .archive_commands import export, merge, show
 from .cluster.events import Event
 from .config import CrawlConfig
 from .crawler import Crawler
@@ -61,6 +61,7 @@ def main() -> None:
 
 main.add_command(export)
 main.add_command(show)
+main.add_command(merge)
 
 
 @main.command(cls=GroupedCommand)
@@ -243,7 +244,7 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
             f"{due.within_day:,} within a day, {due.later:,} later{upcoming} (webtrawl crawl … --recrawl)"
         )
     if shards:
-        unreachable = [place for place in shards if not place.reachable()]
+        unreachable = [place for place in shards if not place.reachable(directory)]
         click.echo(f"  {'shards':8} {len(shards):>10,}  (each node's own index, in its directory)")
         for place in unreachable:
             click.echo(f"  shard of {', '.join(place.nodes)} at {place.key} cannot be read from this machine")

@@ -8,6 +8,7 @@ held across nodes.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tests.cluster.processes import (
     worker,
 )
 from tests.redis_servers import RedisServer
+from webtrawl.store.shards import ShardSet
 
 
 @pytest.mark.slow
@@ -76,6 +78,46 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     assert "shards            3" in shown
     unreachable = [line for line in shown.splitlines() if "cannot be read" in line]
     assert len(unreachable) == 1 and str((tmp_path / "w1").resolve()) in unreachable[0], shown
+    merge_copied_shards(tmp_path)
+
+
+def webtrawl(tmp_path: Path, *args: str | Path) -> tuple[int, str, str]:
+    return Process(tmp_path / "logs", f"webtrawl-{args[0]}", *args).finish(60)
+
+
+def merge_copied_shards(tmp_path: Path) -> None:
+    """The shard of w1, moved where this machine cannot find it, is folded in from its copy; once only."""
+    coord, listing = tmp_path / "coord", tmp_path / "coord" / "shards.json"
+    # Bad input first: each is one line, and nothing changes.
+    before = listing.read_text()
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "node.db").write_bytes(b"not a database" * 100)
+    shutil.copytree(tmp_path / "w0", tmp_path / "other")
+    db = sqlite3.connect(tmp_path / "other" / "node.db")
+    db.execute("UPDATE crawls SET identity = json_set(identity, '$.seeds', json('[\"http://elsewhere.test/\"]'))")
+    db.commit()
+    db.close()
+    for bad, says in [
+        (tmp_path / "corrupt", "file is not a database"),
+        (tmp_path / "other", "is a shard of another crawl"),
+        (tmp_path / "nowhere", "holds no shard"),
+    ]:
+        code, _out, err = webtrawl(tmp_path, "merge", coord, bad)
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+        assert listing.read_text() == before
+    code, out, err = webtrawl(tmp_path, "merge", coord, tmp_path / "w1-moved")
+    assert code == 0, err
+    assert "folded in as" in out
+    with ShardSet.open(coord, NAME) as shards:
+        assert len(shards.shards) == 3 and shards.unreachable == []
+        folded = {url for shard in shards.shards for (url,) in shard.conn.execute("SELECT url FROM captures")}
+    assert folded == set(captures(coord))  # every page of the crawl, read from the shards
+    after = listing.read_text()
+    code, out, err = webtrawl(tmp_path, "merge", coord, tmp_path / "w1-moved")
+    assert code == 0 and "nothing changed" in out, err
+    assert listing.read_text() == after
+    code, shown, err = webtrawl(tmp_path, "status", coord)
+    assert code == 0 and "cannot be read" not in shown, shown
 
 
 @pytest.mark.slow

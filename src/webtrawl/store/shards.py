@@ -12,8 +12,9 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
 from .crawls import crawl_id_of
@@ -24,40 +25,47 @@ SHARDS_FILE = "shards.json"
 
 @dataclass(frozen=True, slots=True)
 class ShardPlace:
-    """One shard: the machine of the node that wrote it and its directory there, and the nodes that wrote
-    into it (a node restarted in a directory has a new id)."""
+    """One shard: the machine of the node that wrote it and its directory there, the nodes that wrote into it
+    (a node restarted in a directory has a new id), and where in the coordinator's directory a copy of it
+    was folded in (`store.fold`), if it was."""
 
     host: str
     path: str
     nodes: tuple[str, ...]
+    copy: str | None = None
+    """The copy's directory, relative to the coordinator's."""
 
     @property
     def key(self) -> str:
         return f"{self.host}:{self.path}"
 
-    @property
-    def database(self) -> Path:
-        return Path(self.path) / NODE_DB
+    def database(self, directory: Path) -> Path:
+        """Its database, as seen from this machine: the copy in `directory` (the coordinator's), if folded in."""
+        return (directory / self.copy if self.copy else Path(self.path)) / NODE_DB
 
-    def reachable(self) -> bool:
-        """Whether this machine sees the shard: it lies here or on a filesystem shared with its node's."""
-        return self.database.is_file()
+    def reachable(self, directory: Path) -> bool:
+        """Whether this machine sees the shard: folded in, lying here, or on a filesystem shared with its node's."""
+        return self.database(directory).is_file()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> ShardPlace:
-        doc = json.loads(raw)
-        return cls(host=doc["host"], path=doc["path"], nodes=tuple(doc["nodes"]))
+        return _place(json.loads(raw))
+
+
+def _place(doc: dict[str, Any]) -> ShardPlace:
+    return ShardPlace(host=doc["host"], path=doc["path"], nodes=tuple(doc["nodes"]), copy=doc.get("copy"))
 
 
 def save_places(directory: Path, places: Iterable[ShardPlace]) -> None:
     """Write the crawl's shards into `directory`, whole or not at all (a reader may be reading it). A shard
-    keeps its place in the list (its number, see `global_id`); new ones come after."""
+    keeps its place in the list (its number, see `global_id`) and its copy; new ones come after."""
     known = {place.key: place for place in load_places(directory)}
     for place in places:
-        known[place.key] = place
+        before = known.get(place.key)
+        known[place.key] = place if before is None or place.copy else replace(place, copy=before.copy)
     doc = [asdict(place) for place in known.values()]
     temporary = directory / f".{SHARDS_FILE}.{os.getpid()}"
     temporary.write_text(json.dumps(doc, indent=2) + "\n")
@@ -69,7 +77,7 @@ def load_places(directory: Path) -> list[ShardPlace]:
     path = directory / SHARDS_FILE
     try:
         doc = json.loads(path.read_text())
-        return [ShardPlace(host=d["host"], path=d["path"], nodes=tuple(d["nodes"])) for d in doc]
+        return [_place(d) for d in doc]
     except FileNotFoundError:
         return []
     except (ValueError, KeyError, TypeError) as exc:
@@ -112,10 +120,10 @@ class ShardSet:
         places = load_places(directory)
         shards, unreachable = [], []
         for number, place in enumerate(places):
-            if not place.reachable():
+            if not place.reachable(directory):
                 unreachable.append(place)
                 continue
-            conn = connect(place.database, readonly=True)
+            conn = connect(place.database(directory), readonly=True)
             try:
                 shards.append(OpenShard(number, place, conn, crawl_id_of(conn, name)))
             except BaseException:
