@@ -67,6 +67,12 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
         assert node in shown
     assert "Bloom filters:" in shown and "estimated URLs lost to false positives" in shown
     check_shards(tmp_path / "coord", tmp_path / "w0", tmp_path / "w1")  # each node indexed what it fetched
+    in_shards = set()
+    for directory in ("coord", "w0", "w1"):
+        shard = sqlite3.connect(tmp_path / directory / "node.db")
+        in_shards |= {url for (url,) in shard.execute("SELECT url FROM resources WHERE status = 200 AND site_file")}
+        shard.close()
+    assert in_shards == robots  # and the robots.txt files it read for the crawl
     # The coordinator's directory lists every shard; one this machine cannot read is named.
     listed = json.loads((tmp_path / "coord" / "shards.json").read_text())
     assert sorted(Path(shard["path"]) for shard in listed) == sorted(

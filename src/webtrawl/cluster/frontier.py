@@ -412,7 +412,7 @@ class RedisFrontier:
         if self._shard is not None:
             batch_id = self._shard.next_batch()
             results = [(p, item, sent) for p, items in by_partition.items() for item, sent in items]
-            await self._shard.stage(batch_id, checkpoint, results)
+            await self._shard.stage(batch_id, checkpoint, results, site_files)
             if results:
                 crash_point("after-stage")
         if site_files:

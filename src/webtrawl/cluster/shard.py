@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..frontier.seen import SeenCache
-from ..models import Completion
+from ..models import Completion, Resource
 from ..store.db import Database
 from ..store.shard import Staged, settle, stage, staged
 from ..store.shards import ShardPlace
@@ -47,11 +47,16 @@ class NodeShard:
         return self._batch
 
     async def stage(
-        self, batch: int, checkpoint: Mapping[str, int], results: Sequence[tuple[int, Completion, memoryview]]
+        self,
+        batch: int,
+        checkpoint: Mapping[str, int],
+        results: Sequence[tuple[int, Completion, memoryview]],
+        site_files: Sequence[Resource],
     ) -> None:
-        """Save the checkpoint and stage `results` (partition, completion, its encoded result)."""
+        """Save the checkpoint, index the site files and stage `results` (partition, completion, its encoded
+        result)."""
         rows = [Staged(batch, c.entry.fp, self.node, p, bytes(result)) for p, c, result in results]
-        await self._db.run(stage, self._crawl_id, checkpoint, rows)
+        await self._db.run(stage, self._crawl_id, checkpoint, rows, site_files, self.node)
 
     async def settle(self, batch: int, accepted: Sequence[Completion]) -> None:
         await self._db.run(settle, self._crawl_id, batch, self.node, accepted, self._near_distance, self._seen.fresh)

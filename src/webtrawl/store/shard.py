@@ -18,7 +18,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..models import Completion
+from ..models import Completion, Resource
+from .batches import record_site_files
 from .db import transaction
 from .ingest import Fresh, apply_items
 
@@ -40,9 +41,13 @@ def stage(
     crawl_id: int,
     checkpoint: Mapping[str, int],
     results: Sequence[Staged],
+    site_files: Sequence[Resource] = (),
+    node: str | None = None,
 ) -> None:
-    """Save the WARC checkpoint and stage a batch's results, in one transaction."""
+    """Save the WARC checkpoint and stage a batch's results, in one transaction. The batch's site files
+    (robots.txt, sitemaps) are indexed at once: they are no URL of any partition, nothing fences them."""
     with transaction(conn):
+        record_site_files(conn, crawl_id, site_files, node)
         conn.executemany(
             "INSERT INTO warc_files(crawl_id, name, committed_end) VALUES (?, ?, ?) "
             "ON CONFLICT(crawl_id, name) DO UPDATE SET committed_end = excluded.committed_end",
