@@ -143,7 +143,7 @@ class CrawlReader:
 
     def captures(self) -> Iterator[Capture]:
         """Every capture in capture order: a URL fetched twice (a retry, a re-crawl) comes twice."""
-        for row in capture_rows(self._conn, self._crawl_id):
+        for row in capture_rows([(self._conn, self._crawl_id)]):
             yield Capture(**{**row, "redirects": tuple(row["redirects"])})
 
     def search(self, query: str, limit: int = 20) -> list[Hit]:

@@ -7,6 +7,7 @@ held across nodes.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import sqlite3
@@ -27,6 +28,7 @@ from tests.cluster.processes import (
     worker,
 )
 from tests.redis_servers import RedisServer
+from webtrawl.store.export import export, sources_of
 from webtrawl.store.shards import ShardSet
 
 
@@ -73,6 +75,17 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
         in_shards |= {url for (url,) in shard.execute("SELECT url FROM resources WHERE status = 200 AND site_file")}
         shard.close()
     assert in_shards == robots  # and the robots.txt files it read for the crawl
+    # Export reads the shards: the gathered index's captures and CDXJ lines, each once.
+    gathered = sqlite3.connect(f"file:{tmp_path / 'coord' / 'crawl.db'}?mode=ro", uri=True)
+    for fmt in ("jsonl", "cdxj"):
+        code, exported, err = webtrawl(tmp_path, "export", tmp_path / "coord", "--format", fmt)
+        assert code == 0 and err == "", err
+        one_index = io.StringIO()
+        export(sources_of(gathered, NAME), fmt, one_index)  # type: ignore[arg-type]
+        assert sorted(exported.splitlines()) == sorted(one_index.getvalue().splitlines())
+        if fmt == "cdxj":
+            assert exported.splitlines() == sorted(exported.splitlines(), key=lambda line: line.split(" ", 2)[:2])
+    gathered.close()
     # The coordinator's directory lists every shard; one this machine cannot read is named.
     listed = json.loads((tmp_path / "coord" / "shards.json").read_text())
     assert sorted(Path(shard["path"]) for shard in listed) == sorted(
@@ -84,6 +97,9 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     assert "shards            3" in shown
     unreachable = [line for line in shown.splitlines() if "cannot be read" in line]
     assert len(unreachable) == 1 and str((tmp_path / "w1").resolve()) in unreachable[0], shown
+    code, exported, err = webtrawl(tmp_path, "export", tmp_path / "coord")
+    assert code == 0 and "cannot be read here: its pages are left out" in err and len(err.splitlines()) == 1, err
+    assert 0 < len(exported.splitlines()) < len(captured)
     merge_copied_shards(tmp_path)
 
 

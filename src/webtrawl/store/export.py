@@ -1,6 +1,8 @@
 """`webtrawl export DIR --format jsonl|csv|cdxj`: the captures of one crawl, streamed to a text file.
 
-JSONL and CSV give one row per capture in capture order, with the fields in `FIELDS`:
+A crawl is read as a list of sources (`Source`): an embedded crawl's database, or the shards of a
+distributed crawl, merged. JSONL and CSV give one row per capture in capture order (of several sources,
+merged by fetch time), with the fields in `FIELDS`:
 
 - `final_url`: where a redirect leads, followed through the latest capture of each target for at most
   `MAX_HOPS` hops; a loop stops where it closes (`/a` → `/b` → `/a` gives `/a`). For a capture that is
@@ -20,17 +22,19 @@ file has the same content; a failure has its reason in `error`).
 CDXJ is the index replay tools (pywb and others) read: one line per response record (every capture with a
 WARC record, and the robots.txt, sitemap and rendered pages' request responses of `resources`),
 `<SURT> <yyyymmddhhmmss> {json}`, sorted by SURT then time, values written as `cdxj-indexer` writes them
-(strings; digest without its `sha1:` prefix). SQLite sorts it (spilling to disk when large), so no
-export holds more than one row in memory, however big the crawl.
+(strings; digest without its `sha1:` prefix). SQLite sorts each source (spilling to disk when large) and
+the sources are merged in order, so no export holds more than one row a source in memory, however big the
+crawl.
 """
 
 from __future__ import annotations
 
 import csv
+import heapq
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, fields
 from functools import lru_cache
 from typing import Any, Literal, TextIO
@@ -60,7 +64,7 @@ _ROWS = f"""
     WHERE +c.crawl_id = ? ORDER BY c.id
 """
 _LATEST = """
-    SELECT status, location FROM captures WHERE crawl_id = ? AND fp = ?
+    SELECT fetched_at, status, location FROM captures WHERE crawl_id = ? AND fp = ?
     ORDER BY fetched_at DESC, id DESC LIMIT 1
 """
 # Every response record: the captures', and those of `resources` (the robots.txt and sitemaps the crawl read,
@@ -78,37 +82,46 @@ _CDXJ_ROWS = """
 """
 
 
-def export(conn: sqlite3.Connection, crawl: str, fmt: Format, out: TextIO) -> int:
-    """Write the captures of crawl `crawl` to `out` in `fmt`; return how many rows were written.
+Source = tuple[sqlite3.Connection, int]
+"""A database and the crawl's id in it: an embedded crawl's, or one shard of a distributed crawl's
+(`store.shards`). Exports read a crawl as a list of them, merged."""
 
-    An unknown crawl name is a StoreError that lists the crawls there are.
-    """
-    writers: dict[str, Callable[[sqlite3.Connection, int, TextIO], int]] = {
+
+def sources_of(conn: sqlite3.Connection, crawl: str) -> list[Source]:
+    """Crawl `crawl` of one database (an embedded crawl's) as the sources of an export; an unknown name is a
+    StoreError that lists the crawls there are."""
+    return [(conn, crawl_id_of(conn, crawl))]
+
+
+def export(sources: Sequence[Source], fmt: Format, out: TextIO) -> int:
+    """Write the captures of the crawl in `sources` to `out` in `fmt`; return how many rows were written."""
+    writers: dict[str, Callable[[Sequence[Source], TextIO], int]] = {
         "jsonl": _jsonl,
         "csv": _csv,
         "cdxj": _cdxj,
     }
     if fmt not in writers:
         raise ValueError(f"unknown export format {fmt!r} (known: {', '.join(writers)})")
-    return writers[fmt](conn, crawl_id_of(conn, crawl), out)
+    return writers[fmt](sources, out)
 
 
-def export_media(conn: sqlite3.Connection, crawl: str, fmt: Format, out: TextIO) -> int:
-    """Write the media index of crawl `crawl` to `out` as JSONL or CSV; return how many rows were written."""
+def export_media(sources: Sequence[Source], fmt: Format, out: TextIO) -> int:
+    """Write the media index of the crawl in `sources` to `out` as JSONL or CSV; return how many rows were written."""
     if fmt not in ("jsonl", "csv"):
         raise StoreError("the media index exports as jsonl or csv")
     writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
     if writer is not None:
         writer.writerow(MEDIA_FIELDS)
     count = 0
-    for media in media_rows(conn, crawl_id_of(conn, crawl)):
-        row = asdict(media)
-        row["fetched_at"] = iso_time(row["fetched_at"])
-        if writer is None:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-        else:
-            writer.writerow(row.values())
-        count += 1
+    for conn, crawl_id in sources:
+        for media in media_rows(conn, crawl_id):
+            row = asdict(media)
+            row["fetched_at"] = iso_time(row["fetched_at"])
+            if writer is None:
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            else:
+                writer.writerow(row.values())
+            count += 1
     return count
 
 
@@ -117,10 +130,11 @@ def iso_time(timestamp: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
 
 
-def capture_rows(conn: sqlite3.Connection, crawl_id: int) -> Iterator[dict[str, Any]]:
-    """Capture rows in capture order, as dicts keyed by FIELDS."""
-    final_url = _redirect_resolver(conn, crawl_id)
-    for url, location, status, *rest in conn.execute(_ROWS, (crawl_id,)):
+def capture_rows(sources: Sequence[Source]) -> Iterator[dict[str, Any]]:
+    """Capture rows in capture order (of several sources, merged by fetch time), as dicts keyed by FIELDS."""
+    final_url = _redirect_resolver(sources)
+    rows = heapq.merge(*(conn.execute(_ROWS, (crawl_id,)) for conn, crawl_id in sources), key=lambda row: row[7])
+    for url, location, status, *rest in rows:
         row = dict(zip(FIELDS, (url, url, status, *rest), strict=True))
         if location and status is not None and 300 <= status < 400:
             row["final_url"] = final_url(location)
@@ -129,8 +143,9 @@ def capture_rows(conn: sqlite3.Connection, crawl_id: int) -> Iterator[dict[str, 
         yield row
 
 
-def _redirect_resolver(conn: sqlite3.Connection, crawl_id: int) -> Callable[[str], str]:
-    """`final_url(location)`: where a chain of redirects starting at `location` ends.
+def _redirect_resolver(sources: Sequence[Source]) -> Callable[[str], str]:
+    """`final_url(location)`: where a chain of redirects starting at `location` ends (its captures may be in
+    any source).
 
     Answers are remembered for the most recent targets, since many pages often redirect to the same one.
     """
@@ -140,7 +155,8 @@ def _redirect_resolver(conn: sqlite3.Connection, crawl_id: int) -> Callable[[str
             fp = fingerprint(normalize(url))
         except InvalidURL:
             return None
-        return conn.execute(_LATEST, (crawl_id, fp)).fetchone()
+        found = [row for conn, crawl_id in sources if (row := conn.execute(_LATEST, (crawl_id, fp)).fetchone())]
+        return max(found, key=lambda row: row[0])[1:] if found else None
 
     @lru_cache(maxsize=4096)
     def final_url(location: str) -> str:
@@ -159,20 +175,20 @@ def _redirect_resolver(conn: sqlite3.Connection, crawl_id: int) -> Callable[[str
     return final_url
 
 
-def _jsonl(conn: sqlite3.Connection, crawl_id: int, out: TextIO) -> int:
+def _jsonl(sources: Sequence[Source], out: TextIO) -> int:
     count = 0
-    for row in capture_rows(conn, crawl_id):
+    for row in capture_rows(sources):
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
         count += 1
     return count
 
 
-def _csv(conn: sqlite3.Connection, crawl_id: int, out: TextIO) -> int:
+def _csv(sources: Sequence[Source], out: TextIO) -> int:
     """CSV with a header row; lines end in `\\n` (Unix tools and `csv.reader` both read that)."""
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(FIELDS)
     count = 0
-    for row in capture_rows(conn, crawl_id):
+    for row in capture_rows(sources):
         row["redirects"] = " ".join(row["redirects"])
         writer.writerow(row.values())
         count += 1
@@ -186,10 +202,16 @@ def _surt_key(url: str) -> str:
         return url
 
 
-def _cdxj(conn: sqlite3.Connection, crawl_id: int, out: TextIO) -> int:
-    conn.create_function("webtrawl_surt", 1, _surt_key, deterministic=True)
+def _cdxj(sources: Sequence[Source], out: TextIO) -> int:
+    for conn, _crawl_id in sources:
+        conn.create_function("webtrawl_surt", 1, _surt_key, deterministic=True)
+    # Each source sorted by SQLite, the sources merged in the same order.
+    rows = heapq.merge(
+        *(conn.execute(_CDXJ_ROWS, (crawl_id,)) for conn, crawl_id in sources),
+        key=lambda row: (row[0], row[1], row[8], row[7]),
+    )
     count = 0
-    for key, fetched_at, url, mime, status, digest, length, offset, filename in conn.execute(_CDXJ_ROWS, (crawl_id,)):
+    for key, fetched_at, url, mime, status, digest, length, offset, filename in rows:
         fields = {
             "url": url,
             "mime": mime or "-",

@@ -114,6 +114,11 @@ class ShardSet:
         self.shards = shards
         self.unreachable = unreachable
 
+    @property
+    def places(self) -> int:
+        """How many shards the crawl has, readable here or not (none: an embedded crawl)."""
+        return len(self.shards) + len(self.unreachable)
+
     @classmethod
     def open(cls, directory: Path, name: str) -> ShardSet:
         """Open each shard `directory`'s coordinator lists (none for an embedded crawl's), read-only."""
