@@ -27,7 +27,8 @@ from tests.sites import SiteServer
 from webtrawl import Crawler, IdentityMismatch, ScopeConfig, StoreLocked
 from webtrawl.parse.guarded import OFFLOAD_AFTER
 from webtrawl.store.db import DirectoryLock
-from webtrawl.store.export import export, sources_of
+from webtrawl.store.export import export
+from webtrawl.store.shards import source_of
 
 RETRIED = "/broken/"
 """The test site's page that always answers 500: fetched once per attempt."""
@@ -217,7 +218,7 @@ async def test_every_fetched_page_is_searchable_by_its_words(site_server: SiteSe
 async def test_every_failed_capture_has_its_reason_in_the_export(site_server: SiteServer, tmp_path: Path) -> None:
     await crawl_site(site_server, tmp_path)
     rows = io.StringIO()
-    export(sources_of(connect(tmp_path), "default"), "jsonl", rows)
+    export([source_of(connect(tmp_path), "default")], "jsonl", rows)
     captures = [(row["url"], row["status"], row["error"]) for row in map(json.loads, rows.getvalue().splitlines())]
     failed = [(url, status, error) for url, status, error in captures if status is not None and status >= 400]
     assert {status for _url, status, _error in failed} >= {404, 500}

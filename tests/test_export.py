@@ -12,7 +12,8 @@ import pytest
 
 from webtrawl.errors import StoreError
 from webtrawl.store.db import connect
-from webtrawl.store.export import FIELDS, export, sources_of
+from webtrawl.store.export import FIELDS, export
+from webtrawl.store.shards import source_of
 from webtrawl.urls import fingerprint, surt
 
 T0 = 1_714_564_800.0  # 2024-05-01T12:00:00Z
@@ -73,7 +74,7 @@ def conn(tmp_path: Path) -> sqlite3.Connection:
 
 def run(conn: sqlite3.Connection, fmt: str, crawl: str = "site") -> tuple[int, str]:
     out = io.StringIO()
-    count = export(sources_of(conn, crawl), fmt, out)  # type: ignore[arg-type]
+    count = export([source_of(conn, crawl)], fmt, out)  # type: ignore[arg-type]
     return count, out.getvalue()
 
 

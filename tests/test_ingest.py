@@ -19,11 +19,12 @@ from webtrawl.models import Capture, Completion, Entry, NewURL, Resource, Verdic
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import Database, connect
 from webtrawl.store.detail import detail
-from webtrawl.store.export import export, sources_of
+from webtrawl.store.export import export
 from webtrawl.store.index import capture_row, drop_counts, failure_counts, index_captures, status_counts
 from webtrawl.store.ingest import Item, ingest, ingest_drops, ingest_site_files
 from webtrawl.store.links import link_page
 from webtrawl.store.schema import MIGRATIONS
+from webtrawl.store.shards import source_of
 from webtrawl.urls import fingerprint, origin
 
 T0 = 1_700_000_000.0
@@ -291,7 +292,7 @@ async def test_reports_and_export_read_an_ingested_crawl(crawl: Crawl, tmp_path:
         assert failure_counts(conn, crawl.id) == {"HTTP 404": 1}
         assert drop_counts(conn, crawl.id) == {"off-site": 1, "too deep": 1}
         out = io.StringIO()
-        assert export(sources_of(conn, "test"), "jsonl", out) == 4
+        assert export([source_of(conn, "test")], "jsonl", out) == 4
     finally:
         conn.close()
     rows = [json.loads(line) for line in out.getvalue().splitlines()]

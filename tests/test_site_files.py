@@ -19,7 +19,8 @@ from warcio.archiveiterator import ArchiveIterator
 from tests.crawls import check_warcs, connect, fast_config
 from tests.test_cli import webtrawl
 from webtrawl import Crawler
-from webtrawl.store.export import export, sources_of
+from webtrawl.store.export import export
+from webtrawl.store.shards import source_of
 
 ROBOTS = b"User-agent: *\nDisallow: /private\nSitemap: /sitemaps/index.xml\n"
 
@@ -100,7 +101,7 @@ async def test_robots_txt_and_sitemaps_are_archived_and_indexed(site: str, tmp_p
         == 0
     )
     cdxj = io.StringIO()
-    export(sources_of(conn, "default"), "cdxj", cdxj)
+    export([source_of(conn, "default")], "cdxj", cdxj)
     ours = cdxj.getvalue().splitlines()
     assert [line for line in ours if '"url": "' + site + '/robots.txt"' in line]
     warcs = [str(path) for path in sorted((tmp_path / "warc").glob("*.warc.gz"))]

@@ -17,7 +17,8 @@ from warcio.archiveiterator import ArchiveIterator
 from tests.crawls import check_warcs, connect, fast_config
 from tests.test_cli import webtrawl
 from webtrawl import Crawler
-from webtrawl.store.export import export, sources_of
+from webtrawl.store.export import export
+from webtrawl.store.shards import source_of
 
 REPORT = b"%PDF-1.7 " + b"x" * 5852  # 5,861 bytes
 
@@ -72,14 +73,14 @@ async def test_a_skipped_body_is_a_metadata_record_and_the_index_says_not_downlo
     assert [headers.get("WARC-Truncated") for headers in redirect] == ["unspecified"]  # still replays as a redirect
 
     rows = io.StringIO()
-    export(sources_of(connect(tmp_path), "default"), "jsonl", rows)
+    export([source_of(connect(tmp_path), "default")], "jsonl", rows)
     by_url = {row["url"]: row for row in map(json.loads, rows.getvalue().splitlines())}
     assert (by_url[f"{site}/report"]["status"], by_url[f"{site}/report"]["size"]) == (200, 0)
     assert by_url[f"{site}/report"]["truncated"] == "not-downloaded" and by_url[f"{site}/report"]["warc_file"] is None
     assert by_url[f"{site}/go"]["truncated"] == "not-downloaded" and by_url[f"{site}/go"]["warc_file"]
 
     cdxj = io.StringIO()
-    export(sources_of(connect(tmp_path), "default"), "cdxj", cdxj)
+    export([source_of(connect(tmp_path), "default")], "cdxj", cdxj)
     assert "/report" not in cdxj.getvalue()
     warcs = [str(path) for path in sorted((tmp_path / "warc").glob("*.warc.gz"))]
     indexed = subprocess.run(

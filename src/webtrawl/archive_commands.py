@@ -14,9 +14,9 @@ from .errors import InvalidURL
 from .store.crawls import crawl_id_of, crawl_name
 from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
-from .store.export import export_media, iso_time, sources_of
+from .store.export import export_media, iso_time
 from .store.fold import fold_shard
-from .store.shards import ShardSet
+from .store.shards import Sources
 from .store.show import capture_lines, captures_of, latest_archived, read_message
 from .store.wacz import export_wacz
 from .terminal import NAME_HELP, USAGE_ERRORS, fail, reader_gone, say, write_out
@@ -47,17 +47,14 @@ def export(directory: Path, fmt: str, name: str | None, output: Path | None, med
             pages = export_wacz(conn, directory, name, output)
             say(f"wrote {output}: {pages:,} pages listed, {output.stat().st_size / 1e6:,.1f} MB")
             return
-        with ShardSet.open(directory, name) as shards:
-            for place in shards.unreachable:
+        with Sources.open(directory, name) as sources:
+            for place in sources.unreachable:
                 say(f"the shard at {place.key} ({', '.join(place.nodes)}) cannot be read here: its pages are left out")
-            sources = [(shard.conn, shard.crawl_id) for shard in shards.shards]
-            if not shards.places:  # an embedded crawl: one source
-                sources = sources_of(conn, name)
             if output is None:
-                write(sources, fmt, sys.stdout)  # type: ignore[arg-type]
+                write(sources.all, fmt, sys.stdout)  # type: ignore[arg-type]
             else:
                 with output.open("w", newline="", encoding="utf-8") as stream:
-                    write(sources, fmt, stream)  # type: ignore[arg-type]
+                    write(sources.all, fmt, stream)  # type: ignore[arg-type]
     except BrokenPipeError:
         reader_gone()
     except OSError as exc:

@@ -27,6 +27,7 @@ from .store.export import capture_rows
 from .store.overview import Overview, overview
 from .store.problems import DroppedRow, FailedRow, Listed, Row, list_dropped, list_failed
 from .store.replay import ArchivedCapture
+from .store.shards import source_of
 from .store.show import ArchivedMessage, captures_of, latest_archived, read_message
 from .urls import normalize
 
@@ -143,7 +144,7 @@ class CrawlReader:
 
     def captures(self) -> Iterator[Capture]:
         """Every capture in capture order: a URL fetched twice (a retry, a re-crawl) comes twice."""
-        for row in capture_rows([(self._conn, self._crawl_id)]):
+        for row in capture_rows([source_of(self._conn, self.name)]):
             yield Capture(**{**row, "redirects": tuple(row["redirects"])})
 
     def search(self, query: str, limit: int = 20) -> list[Hit]:

@@ -28,8 +28,8 @@ from tests.cluster.processes import (
     worker,
 )
 from tests.redis_servers import RedisServer
-from webtrawl.store.export import export, sources_of
-from webtrawl.store.shards import ShardSet
+from webtrawl.store.export import export
+from webtrawl.store.shards import Sources, source_of
 
 
 @pytest.mark.slow
@@ -81,7 +81,7 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
         code, exported, err = webtrawl(tmp_path, "export", tmp_path / "coord", "--format", fmt)
         assert code == 0 and err == "", err
         one_index = io.StringIO()
-        export(sources_of(gathered, NAME), fmt, one_index)  # type: ignore[arg-type]
+        export([source_of(gathered, NAME)], fmt, one_index)  # type: ignore[arg-type]
         assert sorted(exported.splitlines()) == sorted(one_index.getvalue().splitlines())
         if fmt == "cdxj":
             assert exported.splitlines() == sorted(exported.splitlines(), key=lambda line: line.split(" ", 2)[:2])
@@ -130,9 +130,9 @@ def merge_copied_shards(tmp_path: Path) -> None:
     code, out, err = webtrawl(tmp_path, "merge", coord, tmp_path / "w1-moved")
     assert code == 0, err
     assert "folded in as" in out
-    with ShardSet.open(coord, NAME) as shards:
-        assert len(shards.shards) == 3 and shards.unreachable == []
-        folded = {url for shard in shards.shards for (url,) in shard.conn.execute("SELECT url FROM captures")}
+    with Sources.open(coord, NAME) as shards:
+        assert len(shards.all) == 3 and shards.unreachable == []
+        folded = {url for shard in shards.all for (url,) in shard.conn.execute("SELECT url FROM captures")}
     assert folded == set(captures(coord))  # every page of the crawl, read from the shards
     after = listing.read_text()
     code, out, err = webtrawl(tmp_path, "merge", coord, tmp_path / "w1-moved")

@@ -16,7 +16,7 @@ import pytest
 from tests.cluster.processes import NAME, PER_HOST, Process, Sites, coordinator, wait_for_crawl, worker
 from tests.redis_servers import RedisServer
 from webtrawl.store.browse import Filters, SearchResult, search
-from webtrawl.store.shards import ShardSet, split_id
+from webtrawl.store.shards import Sources, split_id
 from webtrawl.store.shardsearch import search_shards
 
 pytestmark = pytest.mark.slow
@@ -65,8 +65,8 @@ def test_search_over_shards_finds_what_one_index_finds(tmp_path: Path) -> None:
         if one.execute("SELECT COUNT(*) FROM captures_fts WHERE captures_fts MATCH ?", (f"{a} {b}",)).fetchone()[0] >= 3
     )
     queries = [*common, *rare, both, f"{common[2]} OR {rare[0]}", f"{common[0][:3]}*"]
-    with ShardSet.open(tmp_path / "coord", NAME) as shards:
-        assert len(shards.shards) == 3 and not shards.unreachable
+    with Sources.open(tmp_path / "coord", NAME) as shards:
+        assert len(shards.all) == 3 and not shards.unreachable
         for query in queries:
             alone = every_hit(lambda after, q=query: search(one, 1, q, Filters(), after=after, limit=7))
             spread = every_hit(lambda after, q=query: search_shards(shards, q, Filters(), after=after, limit=7))

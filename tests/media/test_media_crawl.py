@@ -16,7 +16,8 @@ from tests.sites.music import MusicSite
 from webtrawl import Crawler
 from webtrawl.config import CrawlConfig, MediaConfig
 from webtrawl.models import MediaFile
-from webtrawl.store.export import export_media, sources_of
+from webtrawl.store.export import export_media
+from webtrawl.store.shards import source_of
 
 
 def media_config(site: MusicSite, out: Path, **media: object) -> CrawlConfig:
@@ -28,7 +29,7 @@ def recorded(out: Path) -> list[MediaFile]:
     try:
         conn.row_factory = sqlite3.Row
         with (out / "export.jsonl").open("w") as stream:
-            export_media(sources_of(conn, "default"), "jsonl", stream)
+            export_media([source_of(conn, "default")], "jsonl", stream)
     finally:
         conn.close()
     lines = (out / "export.jsonl").read_text().splitlines()

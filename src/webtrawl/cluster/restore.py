@@ -23,7 +23,7 @@ from typing import Any
 from ..models import Entry, State
 from ..store.db import Database
 from ..store.schedule import frontier_rows
-from ..store.shards import OpenShard, ShardSet
+from ..store.shards import Source, Sources
 from .coordinator import RESTORE_MARK
 from .frontier import RedisFrontier
 from .keys import Keys
@@ -45,13 +45,13 @@ async def restore_if_due(
     if not await persist("reading the crawl's settings", lambda: client.hexists(keys.meta, RESTORE_MARK)):
         return None
     restoring = Restoring()
-    with ShardSet.open(directory, keys.name) as shards:
-        restoring.shards = len(shards.shards)
+    with Sources.shards_of(directory, keys.name) as shards:
+        restoring.shards = len(shards.all)
         restoring.unreachable = [place.key for place in shards.unreachable]
         sources: list[Callable[[bool, int], Awaitable[list[Row]]]] = [
             lambda ended, after: db.run(frontier_rows, crawl_id, ended, after, CHUNK)
         ]
-        sources += [_reading(shard) for shard in shards.shards]
+        sources += [_reading(shard) for shard in shards.all]
         # Ended URLs first, from every source: a node that joined already and finds one again takes it as seen,
         # and a link another shard holds as waiting is then taken as seen too.
         for ended in (True, False):
@@ -64,7 +64,7 @@ async def restore_if_due(
     return restoring
 
 
-def _reading(shard: OpenShard) -> Callable[[bool, int], Awaitable[list[Row]]]:
+def _reading(shard: Source) -> Callable[[bool, int], Awaitable[list[Row]]]:
     """`frontier_rows` of a shard, read off the event loop."""
     return lambda ended, after: asyncio.to_thread(frontier_rows, shard.conn, shard.crawl_id, ended, after, CHUNK)
 

@@ -1,7 +1,7 @@
 """`webtrawl export DIR --format jsonl|csv|cdxj`: the captures of one crawl, streamed to a text file.
 
-A crawl is read as a list of sources (`Source`): an embedded crawl's database, or the shards of a
-distributed crawl, merged. JSONL and CSV give one row per capture in capture order (of several sources,
+A crawl is read as a list of sources (`store.shards.Source`): an embedded crawl's database, or the shards
+of a distributed crawl, merged. JSONL and CSV give one row per capture in capture order (of several sources,
 merged by fetch time), with the fields in `FIELDS`:
 
 - `final_url`: where a redirect leads, followed through the latest capture of each target for at most
@@ -32,7 +32,6 @@ from __future__ import annotations
 import csv
 import heapq
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, fields
@@ -42,9 +41,9 @@ from typing import Any, Literal, TextIO
 from ..errors import InvalidURL, StoreError
 from ..models import MediaFile
 from ..urls import fingerprint, normalize, surt
-from .crawls import crawl_id_of
 from .index import TITLE
 from .media import media_rows
+from .shards import Source
 
 Format = Literal["jsonl", "csv", "cdxj"]
 
@@ -82,17 +81,6 @@ _CDXJ_ROWS = """
 """
 
 
-Source = tuple[sqlite3.Connection, int]
-"""A database and the crawl's id in it: an embedded crawl's, or one shard of a distributed crawl's
-(`store.shards`). Exports read a crawl as a list of them, merged."""
-
-
-def sources_of(conn: sqlite3.Connection, crawl: str) -> list[Source]:
-    """Crawl `crawl` of one database (an embedded crawl's) as the sources of an export; an unknown name is a
-    StoreError that lists the crawls there are."""
-    return [(conn, crawl_id_of(conn, crawl))]
-
-
 def export(sources: Sequence[Source], fmt: Format, out: TextIO) -> int:
     """Write the captures of the crawl in `sources` to `out` in `fmt`; return how many rows were written."""
     writers: dict[str, Callable[[Sequence[Source], TextIO], int]] = {
@@ -113,8 +101,8 @@ def export_media(sources: Sequence[Source], fmt: Format, out: TextIO) -> int:
     if writer is not None:
         writer.writerow(MEDIA_FIELDS)
     count = 0
-    for conn, crawl_id in sources:
-        for media in media_rows(conn, crawl_id):
+    for source in sources:
+        for media in media_rows(source.conn, source.crawl_id):
             row = asdict(media)
             row["fetched_at"] = iso_time(row["fetched_at"])
             if writer is None:
@@ -133,7 +121,7 @@ def iso_time(timestamp: float) -> str:
 def capture_rows(sources: Sequence[Source]) -> Iterator[dict[str, Any]]:
     """Capture rows in capture order (of several sources, merged by fetch time), as dicts keyed by FIELDS."""
     final_url = _redirect_resolver(sources)
-    rows = heapq.merge(*(conn.execute(_ROWS, (crawl_id,)) for conn, crawl_id in sources), key=lambda row: row[7])
+    rows = heapq.merge(*(s.conn.execute(_ROWS, (s.crawl_id,)) for s in sources), key=lambda row: row[7])
     for url, location, status, *rest in rows:
         row = dict(zip(FIELDS, (url, url, status, *rest), strict=True))
         if location and status is not None and 300 <= status < 400:
@@ -155,7 +143,7 @@ def _redirect_resolver(sources: Sequence[Source]) -> Callable[[str], str]:
             fp = fingerprint(normalize(url))
         except InvalidURL:
             return None
-        found = [row for conn, crawl_id in sources if (row := conn.execute(_LATEST, (crawl_id, fp)).fetchone())]
+        found = [row for s in sources if (row := s.conn.execute(_LATEST, (s.crawl_id, fp)).fetchone())]
         return max(found, key=lambda row: row[0])[1:] if found else None
 
     @lru_cache(maxsize=4096)
@@ -203,11 +191,11 @@ def _surt_key(url: str) -> str:
 
 
 def _cdxj(sources: Sequence[Source], out: TextIO) -> int:
-    for conn, _crawl_id in sources:
-        conn.create_function("webtrawl_surt", 1, _surt_key, deterministic=True)
+    for source in sources:
+        source.conn.create_function("webtrawl_surt", 1, _surt_key, deterministic=True)
     # Each source sorted by SQLite, the sources merged in the same order.
     rows = heapq.merge(
-        *(conn.execute(_CDXJ_ROWS, (crawl_id,)) for conn, crawl_id in sources),
+        *(s.conn.execute(_CDXJ_ROWS, (s.crawl_id,)) for s in sources),
         key=lambda row: (row[0], row[1], row[8], row[7]),
     )
     count = 0

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import StoreError
 from .crawls import crawl_id_of
-from .db import NODE_DB, connect
+from .db import DB_NAME, NODE_DB, connect
 
 SHARDS_FILE = "shards.json"
 
@@ -99,48 +99,66 @@ def split_id(capture_id: int) -> tuple[int, int]:
 
 
 @dataclass(frozen=True, slots=True)
-class OpenShard:
+class Source:
+    """One database of a crawl, open for reading: an embedded crawl's, or one shard of a distributed crawl's.
+    Readers read a crawl as a list of them (`Sources`), merged."""
+
     number: int
-    """Its place in `shards.json`."""
-    place: ShardPlace
+    """Its place in `shards.json` (0 for an embedded crawl's database): see `global_id`."""
     conn: sqlite3.Connection
     crawl_id: int
+    directory: Path
+    """Where its WARC files lie."""
 
 
-class ShardSet:
-    """The shards of a distributed crawl, open for reading, and those this machine cannot read."""
+def source_of(conn: sqlite3.Connection, crawl: str) -> Source:
+    """Crawl `crawl` of one open database (an embedded crawl's) as a source; an unknown name is a StoreError
+    that lists the crawls there are."""
+    (file,) = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"]
+    return Source(0, conn, crawl_id_of(conn, crawl), Path(file).parent)
 
-    def __init__(self, shards: list[OpenShard], unreachable: list[ShardPlace]) -> None:
-        self.shards = shards
+
+class Sources:
+    """A crawl's databases open for reading, and the shards this machine cannot read (named, never skipped
+    silently)."""
+
+    def __init__(self, sources: list[Source], unreachable: list[ShardPlace], *, distributed: bool) -> None:
+        self.all = sources
         self.unreachable = unreachable
-
-    @property
-    def places(self) -> int:
-        """How many shards the crawl has, readable here or not (none: an embedded crawl)."""
-        return len(self.shards) + len(self.unreachable)
+        self.distributed = distributed
 
     @classmethod
-    def open(cls, directory: Path, name: str) -> ShardSet:
-        """Open each shard `directory`'s coordinator lists (none for an embedded crawl's), read-only."""
+    def open(cls, directory: Path, name: str) -> Sources:
+        """The crawl in `directory`: the shards its coordinator lists, or else its own database (an embedded
+        crawl's), read-only."""
+        sources = cls.shards_of(directory, name)
+        if not sources.distributed:
+            sources.all = [source_of(connect(directory / DB_NAME, readonly=True), name)]
+        return sources
+
+    @classmethod
+    def shards_of(cls, directory: Path, name: str) -> Sources:
+        """Only the shards `directory`'s coordinator lists (none for an embedded crawl's directory)."""
         places = load_places(directory)
-        shards, unreachable = [], []
+        sources, unreachable = [], []
         for number, place in enumerate(places):
             if not place.reachable(directory):
                 unreachable.append(place)
                 continue
-            conn = connect(place.database(directory), readonly=True)
+            database = place.database(directory)
+            conn = connect(database, readonly=True)
             try:
-                shards.append(OpenShard(number, place, conn, crawl_id_of(conn, name)))
+                sources.append(Source(number, conn, crawl_id_of(conn, name), database.parent))
             except BaseException:
                 conn.close()
                 raise
-        return cls(shards, unreachable)
+        return cls(sources, unreachable, distributed=bool(places))
 
     def close(self) -> None:
-        for shard in self.shards:
-            shard.conn.close()
+        for source in self.all:
+            source.conn.close()
 
-    def __enter__(self) -> ShardSet:
+    def __enter__(self) -> Sources:
         return self
 
     def __exit__(self, *exc: object) -> None:

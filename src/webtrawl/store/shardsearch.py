@@ -39,7 +39,7 @@ from .browse import (
     snippets_of,
 )
 from .index import unindexed
-from .shards import OpenShard, ShardSet, global_id
+from .shards import Source, Sources, global_id
 
 Key = tuple[Any, ...]
 """A hit's place in the merged order: (score, shard, id) ranked, (shard, id) in capture order."""
@@ -52,7 +52,7 @@ def idf(pages: int, matching: int) -> float:
 
 
 def search_shards(
-    shards: ShardSet,
+    shards: Sources,
     text: str,
     filters: Filters,
     *,
@@ -66,14 +66,14 @@ def search_shards(
     query = " ".join(parts)
     phrases = list(dict.fromkeys(part for part in parts if part not in OPERATORS))
     try:
-        ranked, start = _start(shards.shards, query, after, rank_at_most)
-        keys = _ranked(shards.shards, query, phrases) if ranked else _in_capture_order(shards.shards, query)
+        ranked, start = _start(shards.all, query, after, rank_at_most)
+        keys = _ranked(shards.all, query, phrases) if ranked else _in_capture_order(shards.all, query)
         keys.sort()
         if start:
             keys = [key for key in keys if list(key) > start]
-        found = _rows(shards.shards, keys, filters, limit)
+        found = _rows(shards.all, keys, filters, limit)
         marks = new_marks()
-        snippets = _shard_snippets(shards.shards, query, found[:limit], marks)
+        snippets = _shard_snippets(shards.all, query, found[:limit], marks)
     except sqlite3.OperationalError as exc:
         if "fts5" not in str(exc) and "syntax error" not in str(exc):
             raise
@@ -95,11 +95,11 @@ def search_shards(
             )
         )
     cursor = encode_cursor(found[limit - 1][0]) if len(found) > limit else None
-    behind = sum(unindexed(shard.conn) for shard in shards.shards)
+    behind = sum(unindexed(shard.conn) for shard in shards.all)
     return SearchResult(hits, cursor, behind, ranked=ranked)
 
 
-def _start(shards: list[OpenShard], query: str, after: str | None, rank_at_most: int) -> tuple[bool, list[Any]]:
+def _start(shards: list[Source], query: str, after: str | None, rank_at_most: int) -> tuple[bool, list[Any]]:
     """Whether to rank, and the cursor's key (as `browse._search_start`, over every shard)."""
     if after is None:
         matching = sum(_count(shard.conn, query) for shard in shards)
@@ -115,7 +115,7 @@ def _count(conn: sqlite3.Connection, query: str) -> int:
     return int(matching)
 
 
-def _ranked(shards: list[OpenShard], query: str, phrases: list[str]) -> list[Key]:
+def _ranked(shards: list[Source], query: str, phrases: list[str]) -> list[Key]:
     """Every match of every shard with its score under the crawl's statistics (see the module's words)."""
     pages = {shard.number: _indexed(shard.conn) for shard in shards}
     matching = {(shard.number, phrase): _count(shard.conn, phrase) for shard in shards for phrase in phrases}
@@ -146,7 +146,7 @@ def _indexed(conn: sqlite3.Connection) -> int:
     return int(pages)
 
 
-def _in_capture_order(shards: list[OpenShard], query: str) -> list[Key]:
+def _in_capture_order(shards: list[Source], query: str) -> list[Key]:
     return [
         (shard.number, rowid)
         for shard in shards
@@ -154,7 +154,7 @@ def _in_capture_order(shards: list[OpenShard], query: str) -> list[Key]:
     ]
 
 
-def _rows(shards: list[OpenShard], keys: list[Key], filters: Filters, limit: int) -> list[tuple[Key, int, tuple]]:
+def _rows(shards: list[Source], keys: list[Key], filters: Filters, limit: int) -> list[tuple[Key, int, tuple]]:
     """The first `limit` + 1 matches in `keys` order that pass `filters`: (key, shard number, row)."""
     by_number = {shard.number: shard for shard in shards}
     filtered, params = filters.where()
@@ -180,7 +180,7 @@ def _rows(shards: list[OpenShard], keys: list[Key], filters: Filters, limit: int
 
 
 def _shard_snippets(
-    shards: list[OpenShard], query: str, found: list[tuple[Key, int, tuple]], marks: tuple[str, str]
+    shards: list[Source], query: str, found: list[tuple[Key, int, tuple]], marks: tuple[str, str]
 ) -> dict[tuple[int, int], tuple[str, str]]:
     wanted: dict[int, list[int]] = defaultdict(list)
     for _key, number, row in found:
