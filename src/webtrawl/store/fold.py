@@ -54,7 +54,10 @@ def fold_shard(directory: Path, source: Path, name: str | None = None) -> Folded
     places = load_places(directory)
     place = next((p for p in places if set(p.nodes) & set(nodes)), None)
     if place is not None and place.copy and place.reachable(directory):
-        return Folded(place, pages, already=True, unsettled=unsettled)
+        # The same shard as the copy: nothing to do. A node that crawled on in it since is copied again.
+        copied_nodes, copied_pages, _left = _contents(place.database(directory), name)
+        if copied_pages == pages and copied_nodes == nodes:
+            return Folded(place, pages, already=True, unsettled=unsettled)
     if place is None:  # a shard the coordinator never listed (its list was lost): listed now
         place = ShardPlace(host=socket.gethostname(), path=str(source.resolve()), nodes=tuple(sorted(nodes)))
     copy = Path(SHARDS_DIR) / sorted(place.nodes)[0]
@@ -104,21 +107,28 @@ def _contents(database: Path, name: str) -> tuple[set[str], int, int]:
 
 
 def _copy_shard(source: Path, target: Path) -> None:
-    """Copy the node's directory: its database whole through the backup API, the rest file by file."""
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(
-        source,
-        target,
-        dirs_exist_ok=True,
-        ignore=lambda _folder, names: [n for n in names if n.startswith(NODE_DB) or n == LOCK_NAME],
-    )
-    partial = target / f"{NODE_DB}.part"
-    partial.unlink(missing_ok=True)
-    reader = sqlite3.connect(f"file:{source / NODE_DB}?mode=ro", uri=True)
-    writer = sqlite3.connect(partial)
+    """Copy the node's directory into `target`, whole or not at all: into a directory beside it first (the
+    database through SQLite's backup API, which copies a consistent state, then the other files), renamed
+    over `target` once complete."""
+    partial = target.with_name(f".{target.name}.part")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
     try:
-        reader.backup(writer)
-    finally:
-        writer.close()
-        reader.close()
-    partial.replace(target / NODE_DB)
+        reader = sqlite3.connect(f"file:{source / NODE_DB}?mode=ro", uri=True)
+        writer = sqlite3.connect(partial / NODE_DB)
+        try:
+            reader.backup(writer)
+        finally:
+            writer.close()
+            reader.close()
+        shutil.copytree(
+            source,
+            partial,
+            dirs_exist_ok=True,
+            ignore=lambda _folder, names: [n for n in names if n.startswith(NODE_DB) or n == LOCK_NAME],
+        )
+    except (sqlite3.Error, OSError) as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise StoreError(f"cannot copy the shard in {source} into {target.parent}: {exc}") from None
+    shutil.rmtree(target, ignore_errors=True)
+    partial.replace(target)

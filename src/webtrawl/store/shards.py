@@ -8,10 +8,13 @@ node's. One that is not there is named, never silently left out.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,8 @@ from typing import Any
 from ..errors import StoreError
 from .crawls import crawl_id_of
 from .db import DB_NAME, NODE_DB, connect
+
+log = logging.getLogger(__name__)
 
 SHARDS_FILE = "shards.json"
 
@@ -60,16 +65,40 @@ def _place(doc: dict[str, Any]) -> ShardPlace:
 
 
 def save_places(directory: Path, places: Iterable[ShardPlace]) -> None:
-    """Write the crawl's shards into `directory`, whole or not at all (a reader may be reading it). A shard
-    keeps its place in the list (its number, see `global_id`) and its copy; new ones come after."""
-    known = {place.key: place for place in load_places(directory)}
-    for place in places:
-        before = known.get(place.key)
-        known[place.key] = place if before is None or place.copy else replace(place, copy=before.copy)
-    doc = [asdict(place) for place in known.values()]
-    temporary = directory / f".{SHARDS_FILE}.{os.getpid()}"
-    temporary.write_text(json.dumps(doc, indent=2) + "\n")
-    temporary.replace(directory / SHARDS_FILE)
+    """Add `places` to the crawl's list of shards in `directory`, whole or not at all (a reader may be reading
+    it), under a lock (the coordinator and `webtrawl merge` both write it). A shard keeps its place in the
+    list (its number, see `global_id`) and its copy; one the list has under another host and path (a copy
+    folded in before the coordinator listed it) is recognized by its nodes; new ones come after."""
+    with _locked(directory):
+        try:
+            known = load_places(directory)
+        except StoreError as exc:  # damaged: written again from what the caller knows
+            log.warning("%s; writing it again", exc)
+            known = []
+        for place in places:
+            at = next((i for i, p in enumerate(known) if p.key == place.key or set(p.nodes) & set(place.nodes)), None)
+            if at is None:
+                known.append(place)
+            else:
+                before = known[at]
+                nodes = tuple(dict.fromkeys((*before.nodes, *place.nodes)))
+                known[at] = replace(place, nodes=nodes, copy=place.copy or before.copy)
+        temporary = directory / f".{SHARDS_FILE}.{os.getpid()}"
+        with temporary.open("w") as out:
+            out.write(json.dumps([asdict(place) for place in known], indent=2) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        temporary.replace(directory / SHARDS_FILE)
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    fd = os.open(directory / f"{SHARDS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def load_places(directory: Path) -> list[ShardPlace]:
@@ -81,7 +110,7 @@ def load_places(directory: Path) -> list[ShardPlace]:
     except FileNotFoundError:
         return []
     except (ValueError, KeyError, TypeError) as exc:
-        raise StoreError(f"{path} is not a list of shards ({exc}); the coordinator rewrites it when it runs") from None
+        raise StoreError(f"{path} is not a list of shards ({exc})") from None
 
 
 SHARD_BITS = 40
@@ -146,9 +175,16 @@ class Sources:
                 unreachable.append(place)
                 continue
             database = place.database(directory)
-            conn = connect(database, readonly=True)
+            try:
+                conn = connect(database, readonly=True)
+            except (StoreError, sqlite3.DatabaseError):
+                unreachable.append(place)
+                continue
             try:
                 sources.append(Source(number, conn, crawl_id_of(conn, name), database.parent))
+            except (StoreError, sqlite3.DatabaseError):  # damaged, or not this crawl's: named, as a missing one
+                conn.close()
+                unreachable.append(place)
             except BaseException:
                 conn.close()
                 raise

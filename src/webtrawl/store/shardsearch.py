@@ -64,7 +64,7 @@ def search_shards(
     index; here without a time budget)."""
     parts = fts_parts(text)
     query = " ".join(parts)
-    phrases = list(dict.fromkeys(part for part in parts if part not in OPERATORS))
+    phrases = [part for part in parts if part not in OPERATORS]  # a phrase given twice counts twice, as in FTS5
     try:
         ranked, start = _start(shards.all, query, after, rank_at_most)
         keys = _ranked(shards.all, query, phrases) if ranked else _in_capture_order(shards.all, query)
@@ -118,9 +118,9 @@ def _count(conn: sqlite3.Connection, query: str) -> int:
 def _ranked(shards: list[Source], query: str, phrases: list[str]) -> list[Key]:
     """Every match of every shard with its score under the crawl's statistics (see the module's words)."""
     pages = {shard.number: _indexed(shard.conn) for shard in shards}
-    matching = {(shard.number, phrase): _count(shard.conn, phrase) for shard in shards for phrase in phrases}
+    matching = {(shard.number, phrase): _count(shard.conn, phrase) for shard in shards for phrase in set(phrases)}
     crawl_pages = sum(pages.values())
-    crawl_idf = {phrase: idf(crawl_pages, sum(matching[s.number, phrase] for s in shards)) for phrase in phrases}
+    crawl_idf = {phrase: idf(crawl_pages, sum(matching[s.number, phrase] for s in shards)) for phrase in set(phrases)}
     keys: list[Key] = []
     for shard in shards:
         scores: dict[int, float] = defaultdict(float)

@@ -9,10 +9,15 @@ local token, node, batch = ARGV[1], ARGV[2], ARGV[3]
 if not holds(token) then
   return false
 end
+-- A call run again (its reply was lost) finds the URLs it completed the first time acknowledged: they count
+-- as completed, not skipped, so the node settles them in its shard.
 local acks = PREFIX .. ':ack'
-local acked = {}
+local acked, before = {}, {}
 if redis.call('HGET', acks, node) == batch then
   acked[1] = redis.call('HGET', acks, node .. '/') or ''
+  for i = 1, #acked[1], 8 do
+    before[string.sub(acked[1], i, i + 7)] = true
+  end
 else
   redis.call('HSET', acks, node, batch)
 end
@@ -43,7 +48,7 @@ for i = 4, #ARGV, 4 do
     redis.call('XADD', stream, '*', 'c', result)
     acked[#acked + 1] = fp
     completed = completed + 1
-  else
+  elseif not before[fp] then
     skipped[#skipped + 1] = fp
   end
 end
