@@ -27,7 +27,8 @@ from .store.export import capture_rows
 from .store.overview import Overview, overview
 from .store.problems import DroppedRow, FailedRow, Listed, Row, list_dropped, list_failed
 from .store.replay import ArchivedCapture
-from .store.shards import source_of
+from .store.shards import Sources, source_of
+from .store.shardsearch import search_shards
 from .store.show import ArchivedMessage, captures_of, latest_archived, read_message
 from .urls import normalize
 
@@ -130,6 +131,16 @@ class CrawlReader:
         except BaseException:
             self._conn.close()
             raise
+        try:
+            self._sources = Sources.shards_of(self.directory, self.name)
+        except BaseException:
+            self._conn.close()
+            raise
+        if not self._sources.distributed:
+            self._sources.all = [source_of(self._conn, self.name)]
+        self.unreachable_shards = [place.key for place in self._sources.unreachable]
+        """A distributed crawl's shards this machine cannot read (`host:directory`): their pages are not in
+        `captures` or `search`."""
 
     def __enter__(self) -> CrawlReader:
         return self
@@ -140,11 +151,14 @@ class CrawlReader:
         self.close()
 
     def close(self) -> None:
+        if self._sources.distributed:
+            self._sources.close()
         self._conn.close()
 
     def captures(self) -> Iterator[Capture]:
-        """Every capture in capture order: a URL fetched twice (a retry, a re-crawl) comes twice."""
-        for row in capture_rows([source_of(self._conn, self.name)]):
+        """Every capture in capture order (of a distributed crawl: every shard's, merged by fetch time): a
+        URL fetched twice (a retry, a re-crawl) comes twice."""
+        for row in capture_rows(self._sources.all):
             yield Capture(**{**row, "redirects": tuple(row["redirects"])})
 
     def search(self, query: str, limit: int = 20) -> list[Hit]:
@@ -154,7 +168,10 @@ class CrawlReader:
         status; `snippet` is the matching text in segments, `match` marking the words found.
 
         The crawl indexes text a few seconds after it commits it, so the latest captures of a running
-        crawl may not be found yet (`stats.unindexed` counts them)."""
+        crawl may not be found yet (`stats.unindexed` counts them). A distributed crawl's shards are searched
+        together, ranked as one index would rank them (`store.shardsearch`)."""
+        if self._sources.distributed:
+            return search_shards(self._sources, query, Filters(), limit=limit).hits
         return search(self._conn, self._crawl_id, query, Filters(), limit=limit, budget=float("inf")).hits
 
     def record(self, url: str) -> Record:

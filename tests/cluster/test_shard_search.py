@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+import webtrawl
 from tests.cluster.processes import NAME, PER_HOST, Process, Sites, coordinator, wait_for_crawl, worker
 from tests.redis_servers import RedisServer
 from webtrawl.store.browse import Filters, SearchResult, search
+from webtrawl.store.export import iso_time
 from webtrawl.store.shards import Sources, split_id
 from webtrawl.store.shardsearch import search_shards
 
@@ -82,6 +84,16 @@ def test_search_over_shards_finds_what_one_index_finds(tmp_path: Path) -> None:
             scores = dict(alone)
             for url, score in spread:
                 assert score == pytest.approx(scores[url], rel=0.01), (query, url)
+        with webtrawl.open(tmp_path / "coord") as crawl:  # the Python API reads the shards as one crawl
+            assert crawl.unreachable_shards == []
+            every = every_hit(lambda after: search_shards(shards, common[0], Filters(), after=after, limit=1000))
+            assert [(h.page.url, h.score) for h in crawl.search(common[0], limit=1000)] == every
+            gathered = sqlite3.connect(f"file:{tmp_path / 'coord' / 'crawl.db'}?mode=ro", uri=True)
+            in_index = sorted(gathered.execute("SELECT url, fetched_at FROM captures"))
+            gathered.close()
+            assert sorted((c.url, c.fetched_at) for c in crawl.captures()) == sorted(
+                (url, iso_time(at)) for url, at in in_index
+            )
         first = search_shards(shards, common[0], Filters(), limit=3)
         numbers = {split_id(hit.page.id)[0] for hit in first.hits}
         assert numbers <= {0, 1, 2}
