@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from .errors import InvalidURL
-from .store.crawls import crawl_id_of, crawl_name
+from .store.crawls import crawl_name
 from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
 from .store.export import export_media, iso_time
@@ -85,13 +85,17 @@ def show(directory: Path, url: str, name: str | None, decoded: bool, list_captur
         fail(f"bad URL {url}: {exc}")
     try:
         with contextlib.closing(connect(directory / DB_NAME, readonly=True)) as conn:
-            crawl_id = crawl_id_of(conn, crawl_name(conn, name))
-            captures = captures_of(conn, crawl_id, url)
+            name = crawl_name(conn, name)
+        with Sources.open(directory, name) as sources:
+            for place in sources.unreachable:
+                say(f"the shard at {place.key} cannot be read here: its captures of {url} are not shown")
+            found = captures_of(sources.all, url)
             if list_captures:
-                write_out("".join(line + "\n" for line in capture_lines(captures)).encode())
+                write_out("".join(line + "\n" for line in capture_lines([f.capture for f in found])).encode())
                 return
-            capture, source = latest_archived(conn, crawl_id, captures)
-        message = read_message(directory, source)
+            shown, holder = latest_archived(sources.all, found)
+            message = read_message(holder)
+        capture, source = shown.capture, holder.capture
     except USAGE_ERRORS as exc:
         fail(str(exc))
     if source is not capture:

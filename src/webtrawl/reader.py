@@ -177,9 +177,9 @@ class CrawlReader:
     def record(self, url: str) -> Record:
         """The latest archived response of `url` (normalized as the crawl does). StoreError says why there is
         none: never found, dropped, failed without a response, body not downloaded, WARC file missing."""
-        captures = captures_of(self._conn, self._crawl_id, normalize(url))
-        capture, source = latest_archived(self._conn, self._crawl_id, captures)
-        return Record(capture, source, read_message(self.directory, source))
+        found = captures_of(self._sources.all, normalize(url))
+        shown, holder = latest_archived(self._sources.all, found)
+        return Record(shown.capture, holder.capture, read_message(holder))
 
     def failed(self, reason: str = "") -> Iterator[FailedRow]:
         """The URLs the crawl gave up on (an HTTP error, robots.txt, a failure after its last retry), in the

@@ -85,7 +85,12 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
         assert sorted(exported.splitlines()) == sorted(one_index.getvalue().splitlines())
         if fmt == "cdxj":
             assert exported.splitlines() == sorted(exported.splitlines(), key=lambda line: line.split(" ", 2)[:2])
+    # `show` reads a page's record in the directory of the node that fetched it, given the coordinator's.
+    (url,) = gathered.execute("SELECT url FROM captures WHERE node = 'node-02' AND status = 200 LIMIT 1").fetchone()
     gathered.close()
+    code, shown_page, err = webtrawl(tmp_path, "show", tmp_path / "coord", url, "--decoded")
+    assert code == 0, err
+    assert shown_page.startswith("HTTP/1.1 200")
     # The coordinator's directory lists every shard; one this machine cannot read is named.
     listed = json.loads((tmp_path / "coord" / "shards.json").read_text())
     assert sorted(Path(shard["path"]) for shard in listed) == sorted(

@@ -9,14 +9,16 @@ framing: the client removes it before the body is archived, and the writer renam
 `store.warc._header_lines`), so undoing the Content-Encoding is all that decoding takes.
 
 A revisit record (an unchanged re-fetch) holds no payload: such a capture is shown through the capture
-whose content it repeats (`replay.original_of`), as the dashboard shows it.
+whose content it repeats (`replay.original_of`), as the dashboard shows it. A crawl is read as its sources
+(`store.shards.Source`: a distributed crawl's shards, each with its WARC files): a URL's captures, and the
+one a revisit repeats, may be in any of them.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import StoreError
 from ..models import NOT_DOWNLOADED, State
@@ -32,6 +34,7 @@ from .replay import (
     read_block,
     record_path,
 )
+from .shards import Source
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +55,35 @@ class ArchivedMessage:
         return decompress(self.payload, ", ".join(codings) or None, BODY_LIMIT)
 
 
-def captures_of(conn: sqlite3.Connection, crawl_id: int, url: str) -> list[ArchivedCapture]:
-    """Every capture of normalized `url`, oldest first. With none, StoreError says so and what the crawl
-    knows of the URL: its state in the frontier, or why it was dropped."""
-    captures = captures_of_url(conn, crawl_id, url)
-    if not captures:
-        raise StoreError(f"no capture of {url} in this crawl ({_known(conn, crawl_id, fingerprint(url), url)})")
-    return captures
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A capture and the source (an embedded crawl's database, or a shard) that holds it and its WARC file."""
+
+    capture: ArchivedCapture
+    source: Source
 
 
-def _known(conn: sqlite3.Connection, crawl_id: int, fp: int, url: str) -> str:
+def captures_of(sources: Sequence[Source], url: str) -> list[Found]:
+    """Every capture of normalized `url` in any of `sources`, oldest first. With none, StoreError says so and
+    what the crawl knows of the URL: its state in the frontier, or why it was dropped."""
+    found = sorted(
+        (
+            Found(capture, source)
+            for source in sources
+            for capture in captures_of_url(source.conn, source.crawl_id, url)
+        ),
+        key=lambda f: (f.capture.fetched_at, f.source.number, f.capture.id),
+    )
+    if not found:
+        known = next(
+            (said for source in sources if (said := _known(source.conn, source.crawl_id, fingerprint(url), url))),
+            "the crawl never found it",
+        )
+        raise StoreError(f"no capture of {url} in this crawl ({known})")
+    return found
+
+
+def _known(conn: sqlite3.Connection, crawl_id: int, fp: int, url: str) -> str | None:
     queued = conn.execute(
         "SELECT state, reason FROM urls WHERE crawl_id = ? AND fp = ? AND url = ?", (crawl_id, fp, url)
     ).fetchone()
@@ -71,43 +93,46 @@ def _known(conn: sqlite3.Connection, crawl_id: int, fp: int, url: str) -> str:
     dropped = conn.execute(
         "SELECT reason FROM dropped WHERE crawl_id = ? AND fp = ? AND url = ?", (crawl_id, fp, url)
     ).fetchone()
-    return f"dropped: {dropped[0]}" if dropped is not None else "the crawl never found it"
+    return f"dropped: {dropped[0]}" if dropped is not None else None
 
 
-def latest_archived(
-    conn: sqlite3.Connection, crawl_id: int, captures: list[ArchivedCapture]
-) -> tuple[ArchivedCapture, ArchivedCapture]:
-    """The latest of `captures` (oldest first) that has a record, and the capture whose response record holds
-    its content: itself, or for an unchanged capture the one it repeats."""
-    shown = next((capture for capture in reversed(captures) if capture.warc_file is not None), None)
+def latest_archived(sources: Sequence[Source], found: list[Found]) -> tuple[Found, Found]:
+    """The latest of `found` (oldest first) that has a record, and the capture whose response record holds
+    its content: itself, or for an unchanged capture the one it repeats (in whichever source holds it)."""
+    shown = next((f for f in reversed(found) if f.capture.warc_file is not None), None)
     if shown is None:
-        last = captures[-1]
+        last = found[-1].capture
         raise StoreError(
-            f"no capture of {last.url} has an archived record: {len(captures)} fetch(es), "
+            f"no capture of {last.url} has an archived record: {len(found)} fetch(es), "
             f"the last at {iso_time(last.fetched_at)}: {_no_record(last)}"
         )
-    if not shown.unchanged:
+    if not shown.capture.unchanged:
         return shown, shown
-    original = original_of(conn, crawl_id, shown)
-    if original is None:
+    originals = [
+        Found(original, source)
+        for source in sources
+        if (original := original_of(source.conn, source.crawl_id, shown.capture)) is not None
+    ]
+    if not originals:
         raise StoreError(
-            f"the latest capture of {shown.url} ({iso_time(shown.fetched_at)}) is a revisit record, and this crawl "
-            "has no earlier full capture whose payload it repeats"
+            f"the latest capture of {shown.capture.url} ({iso_time(shown.capture.fetched_at)}) is a revisit "
+            "record, and this crawl has no earlier full capture whose payload it repeats"
         )
-    return shown, original
+    return shown, max(originals, key=lambda f: f.capture.fetched_at)
 
 
-def read_message(directory: Path, capture: ArchivedCapture) -> ArchivedMessage:
-    """The response record of `capture` (not a revisit) in crawl directory `directory`; StoreError says which
-    file is missing, or what is wrong with the record."""
+def read_message(found: Found) -> ArchivedMessage:
+    """The response record of `found` (not a revisit), in its source's directory; StoreError says which file
+    is missing, or what is wrong with the record."""
+    capture, directory = found.capture, found.source.directory
     name = capture.warc_file or ""
     path = record_path(directory, name)
     if path is None:
         elsewhere = f" (node {capture.node} fetched it: the file is in that node's directory)" if capture.node else ""
         raise StoreError(f"the WARC file {name} is missing from {directory / WARC_DIR}{elsewhere}")
     block = read_block(path, capture.warc_offset or 0, capture.warc_length or 0, "response", capture.url)
-    head, found, payload = block.partition(b"\r\n\r\n")
-    if not found:
+    head, found_end, payload = block.partition(b"\r\n\r\n")
+    if not found_end:
         raise StoreError(f"the record of {capture.url} in {name} is damaged (no end to its HTTP header)")
     return ArchivedMessage(head + b"\r\n\r\n", payload)
 
