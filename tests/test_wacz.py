@@ -17,6 +17,7 @@ from tests.sites import SiteServer
 from tests.test_cli import webtrawl
 from webtrawl import Crawler
 from webtrawl.errors import StoreError
+from webtrawl.store.shards import source_of
 from webtrawl.store.wacz import export_wacz
 
 
@@ -28,7 +29,7 @@ async def crawled(server: SiteServer, out: Path) -> sqlite3.Connection:
 async def test_the_package_is_valid_and_holds_the_crawl(site_server: SiteServer, tmp_path: Path) -> None:
     conn = await crawled(site_server, tmp_path / "crawl")
     wacz = tmp_path / "crawl.wacz"
-    listed = export_wacz(conn, tmp_path / "crawl", "default", wacz)
+    listed = export_wacz([source_of(conn, "default")], "default", wacz)
 
     checked = subprocess.run(
         [sys.executable, "-m", "wacz", "validate", "-f", str(wacz)], capture_output=True, text=True, check=False
@@ -57,7 +58,7 @@ async def test_a_missing_warc_file_is_named(site_server: SiteServer, tmp_path: P
     (first,) = conn.execute("SELECT MIN(warc_file) FROM captures").fetchone()
     (tmp_path / "crawl" / "warc" / first).unlink()
     with pytest.raises(StoreError, match=f"not in .*first: {first}"):
-        export_wacz(conn, tmp_path / "crawl", "default", tmp_path / "crawl.wacz")
+        export_wacz([source_of(conn, "default")], "default", tmp_path / "crawl.wacz")
 
 
 async def test_the_command_writes_the_package_and_says_what_it_holds(site_server: SiteServer, tmp_path: Path) -> None:
@@ -77,7 +78,7 @@ async def test_only_what_the_crawl_committed_is_packaged(site_server: SiteServer
     with (tmp_path / "crawl" / "warc" / first).open("ab") as warc:  # as a crawl killed mid-record leaves it
         warc.write(b"\x1f\x8b\x08\x00" + b"half a record" * 200)
     wacz = tmp_path / "crawl.wacz"
-    export_wacz(conn, tmp_path / "crawl", "default", wacz)
+    export_wacz([source_of(conn, "default")], "default", wacz)
     checked = subprocess.run(
         [sys.executable, "-m", "wacz", "validate", "-f", str(wacz)], capture_output=True, text=True, check=False
     )
@@ -95,5 +96,5 @@ async def test_a_damaged_warc_file_is_one_error_and_leaves_no_package(site_serve
         warc.seek(offset + 10)  # past the gzip header: the record's compressed bytes
         warc.write(bytes(range(256)) * (length // 256))
     with pytest.raises(StoreError, match="could not package the crawl"):
-        export_wacz(conn, tmp_path / "crawl", "default", tmp_path / "crawl.wacz")
+        export_wacz([source_of(conn, "default")], "default", tmp_path / "crawl.wacz")
     assert list(tmp_path.glob("crawl.wacz*")) == []

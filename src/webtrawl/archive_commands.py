@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from .errors import InvalidURL
+from .errors import InvalidURL, StoreError
 from .store.crawls import crawl_name
 from .store.db import DB_NAME, connect
 from .store.export import export as export_rows
@@ -42,12 +42,17 @@ def export(directory: Path, fmt: str, name: str | None, output: Path | None, med
     try:
         conn = connect(directory / DB_NAME, readonly=True)
         name = crawl_name(conn, name)
-        if fmt == "wacz":
-            assert output is not None
-            pages = export_wacz(conn, directory, name, output)
-            say(f"wrote {output}: {pages:,} pages listed, {output.stat().st_size / 1e6:,.1f} MB")
-            return
         with Sources.open(directory, name) as sources:
+            if fmt == "wacz":
+                assert output is not None
+                if sources.unreachable:  # a package is whole or not made
+                    raise StoreError(
+                        f"the shard at {sources.unreachable[0].key} cannot be read here: make it readable, or "
+                        f"fold a copy in with webtrawl merge {directory} COPY, before packaging the crawl"
+                    )
+                pages = export_wacz(sources.all, name, output)
+                say(f"wrote {output}: {pages:,} pages listed, {output.stat().st_size / 1e6:,.1f} MB")
+                return
             for place in sources.unreachable:
                 say(f"the shard at {place.key} ({', '.join(place.nodes)}) cannot be read here: its pages are left out")
             if output is None:

@@ -11,6 +11,7 @@ import io
 import json
 import shutil
 import sqlite3
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,13 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     code, shown_page, err = webtrawl(tmp_path, "show", tmp_path / "coord", url, "--decoded")
     assert code == 0, err
     assert shown_page.startswith("HTTP/1.1 200")
+    # The WACZ package holds every node's WARC files.
+    code, _out, err = webtrawl(tmp_path, "export", tmp_path / "coord", "--format", "wacz", "-o", tmp_path / "c.wacz")
+    assert code == 0, err
+    with zipfile.ZipFile(tmp_path / "c.wacz") as package:
+        packed = {Path(name).name for name in package.namelist() if name.startswith("archive/")}
+    per_node = [{p.name for p in (tmp_path / d / "warc").glob("*.warc.gz")} for d in ("coord", "w0", "w1")]
+    assert all(per_node) and packed == set().union(*per_node)
     # The coordinator's directory lists every shard; one this machine cannot read is named.
     listed = json.loads((tmp_path / "coord" / "shards.json").read_text())
     assert sorted(Path(shard["path"]) for shard in listed) == sorted(
@@ -105,6 +113,8 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     code, exported, err = webtrawl(tmp_path, "export", tmp_path / "coord")
     assert code == 0 and "cannot be read here: its pages are left out" in err and len(err.splitlines()) == 1, err
     assert 0 < len(exported.splitlines()) < len(captured)
+    code, _out, err = webtrawl(tmp_path, "export", tmp_path / "coord", "--format", "wacz", "-o", tmp_path / "d.wacz")
+    assert code == 2 and "cannot be read here" in err and not (tmp_path / "d.wacz").exists()
     merge_copied_shards(tmp_path)
 
 

@@ -4,7 +4,8 @@ file's digest).
 
 The package is made by Webrecorder's own `wacz` library, so that what other tools check is what they
 expect: it indexes the WARC files itself and writes the index, the digests and the package description.
-webtrawl gives it the crawl's WARC files and its pages list: one line per URL fetched as an HTML page with
+webtrawl gives it the crawl's WARC files (a distributed crawl's from every shard's directory) and its pages
+list: one line per URL fetched as an HTML page with
 status 200 (its latest capture: URL, time and title), which replay tools show as the archive's entry points.
 """
 
@@ -15,15 +16,15 @@ import io
 import json
 import os
 import shutil
-import sqlite3
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import StoreError
-from .crawls import crawl_id_of
 from .export import iso_time
 from .index import TITLE
 from .replay import WARC_DIR, record_path
+from .shards import Source
 
 _PAGES = f"""
     SELECT c.url, c.fetched_at, {TITLE} FROM captures c
@@ -40,34 +41,39 @@ _WARC_FILES = """
 """
 
 
-def export_wacz(conn: sqlite3.Connection, directory: Path, crawl: str, output: Path) -> int:
-    """Write crawl `crawl` of `directory` to the WACZ file `output`; return how many pages it lists.
+def export_wacz(sources: Sequence[Source], crawl: str, output: Path) -> int:
+    """Write crawl `crawl`, read from `sources` (an embedded crawl's database, or a distributed crawl's
+    shards, each with its WARC files in its directory), to the WACZ file `output`; return how many pages it
+    lists.
 
-    StoreError when the `wacz` package is missing, when a WARC file of the crawl is not in `DIR/warc` (a
-    distributed crawl's nodes keep theirs: copy them there first), when the crawl has no WARC file, or
-    when one is damaged; then nothing is left at `output`. Only what the crawl committed is packaged.
+    StoreError when the `wacz` package is missing, when a WARC file of the crawl is not in its source's
+    `warc/` directory, when the crawl has no WARC file, or when one is damaged; then nothing is left at
+    `output`. Only what the crawl committed is packaged.
     """
     try:
         from wacz.main import main as wacz_main
     except ImportError:
         raise StoreError("WACZ export needs the wacz package: pip install 'webtrawl[wacz]'") from None
-    crawl_id = crawl_id_of(conn, crawl)
-    names = sorted(name for (name,) in conn.execute(_WARC_FILES, (crawl_id,)))
-    if not names:
-        raise StoreError(f"crawl {crawl!r} has archived nothing yet: no WARC file to package")
-    warcs = [record_path(directory, name) for name in names]
-    missing = [name for name, path in zip(names, warcs, strict=True) if path is None]
-    if missing:
-        raise StoreError(
-            f"{len(missing)} WARC file(s) of crawl {crawl!r} are not in {directory / WARC_DIR} "
-            f"(first: {missing[0]}); a distributed crawl's nodes keep theirs: copy them there"
+    files: list[tuple[Path, int | None]] = []
+    for source in sources:
+        names = sorted(name for (name,) in source.conn.execute(_WARC_FILES, (source.crawl_id,)))
+        missing = [name for name in names if record_path(source.directory, name) is None]
+        if missing:
+            raise StoreError(
+                f"{len(missing)} WARC file(s) of crawl {crawl!r} are not in {source.directory / WARC_DIR} "
+                f"(first: {missing[0]})"
+            )
+        ends = dict(
+            source.conn.execute("SELECT name, committed_end FROM warc_files WHERE crawl_id = ?", (source.crawl_id,))
         )
-    ends = dict(conn.execute("SELECT name, committed_end FROM warc_files WHERE crawl_id = ?", (crawl_id,)))
+        files += [(path, ends.get(name)) for name in names if (path := record_path(source.directory, name))]
+    if not files:
+        raise StoreError(f"crawl {crawl!r} has archived nothing yet: no WARC file to package")
     partial = output.with_name(output.name + ".part")
     with tempfile.TemporaryDirectory() as scratch:
-        inputs = [_committed(path, ends.get(path.name), Path(scratch)) for path in warcs if path is not None]
+        inputs = [_committed(path, end, Path(scratch)) for path, end in files]
         pages = Path(scratch) / "pages.jsonl"
-        count = _write_pages(conn, crawl_id, pages)
+        count = _write_pages(sources, pages)
         arguments = ["create", *map(str, inputs), "-o", str(partial), "-p", str(pages), "--copy-pages"]
         arguments += ["--title", crawl]
         chatter = io.StringIO()  # the library reports its progress on stdout, which may be the user's pipe
@@ -94,12 +100,16 @@ def _committed(path: Path, end: int | None, scratch: Path) -> Path:
     return copy
 
 
-def _write_pages(conn: sqlite3.Connection, crawl_id: int, path: Path) -> int:
-    count = 0
+def _write_pages(sources: Sequence[Source], path: Path) -> int:
+    """The pages list: each URL's latest page, whichever source holds it, in fetch order."""
+    latest: dict[str, tuple[float, str | None]] = {}
+    for source in sources:
+        for url, fetched_at, title in source.conn.execute(_PAGES, (source.crawl_id,)):
+            if url not in latest or fetched_at > latest[url][0]:
+                latest[url] = (fetched_at, title)
     with path.open("w", encoding="utf-8") as out:
         out.write(json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}) + "\n")
-        for url, fetched_at, title in conn.execute(_PAGES, (crawl_id,)):
+        for url, (fetched_at, title) in sorted(latest.items(), key=lambda item: item[1][0]):
             page = {"url": url, "ts": iso_time(fetched_at), "title": title or url}
             out.write(json.dumps(page, ensure_ascii=False) + "\n")
-            count += 1
-    return count
+    return len(latest)
