@@ -11,10 +11,12 @@ import io
 import json
 import shutil
 import sqlite3
+import warnings
 import zipfile
 from pathlib import Path
 
 import pytest
+from starlette.exceptions import StarletteDeprecationWarning
 
 from tests.cluster.processes import (
     NAME,
@@ -31,6 +33,13 @@ from tests.cluster.processes import (
 from tests.redis_servers import RedisServer
 from webtrawl.store.export import export
 from webtrawl.store.shards import Sources, source_of
+from webtrawl.web.app import create_app
+from webtrawl.web.site import Site as DashboardSite
+
+with warnings.catch_warnings():
+    # The test client prefers httpx2 to httpx (installed): a test tool's deprecation, not ours.
+    warnings.simplefilter("ignore", StarletteDeprecationWarning)
+    from fastapi.testclient import TestClient
 
 
 @pytest.mark.slow
@@ -88,7 +97,18 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
             assert exported.splitlines() == sorted(exported.splitlines(), key=lambda line: line.split(" ", 2)[:2])
     # `show` reads a page's record in the directory of the node that fetched it, given the coordinator's.
     (url,) = gathered.execute("SELECT url FROM captures WHERE node = 'node-02' AND status = 200 LIMIT 1").fetchone()
+    fetched_by = dict(
+        gathered.execute(
+            "SELECT node, MIN(id) FROM captures WHERE status = 200 AND content_type = 'text/html' GROUP BY node"
+        )
+    )
     gathered.close()
+    # The dashboard shows the archived copy of a page whichever node fetched it: its WARC file in that node's.
+    dashboard = TestClient(create_app(DashboardSite(tmp_path / "coord", name=NAME)))
+    for node, capture_id in fetched_by.items():
+        copy = dashboard.get(f"/archive/{capture_id}/raw")
+        assert copy.status_code == 200 and b"<html" in copy.content.lower(), node
+    assert "cannot be read from this machine" not in dashboard.get("/").text
     code, shown_page, err = webtrawl(tmp_path, "show", tmp_path / "coord", url, "--decoded")
     assert code == 0, err
     assert shown_page.startswith("HTTP/1.1 200")
@@ -115,6 +135,11 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     assert 0 < len(exported.splitlines()) < len(captured)
     code, _out, err = webtrawl(tmp_path, "export", tmp_path / "coord", "--format", "wacz", "-o", tmp_path / "d.wacz")
     assert code == 2 and "cannot be read here" in err and not (tmp_path / "d.wacz").exists()
+    overview = dashboard.get("/").text
+    assert "1 shard(s) of this crawl cannot be read from this machine" in overview
+    assert str((tmp_path / "w1").resolve()) in overview
+    moved = [capture_id for node, capture_id in fetched_by.items() if node in unreachable[0]]
+    assert moved and dashboard.get(f"/archive/{moved[0]}/raw").status_code == 404
     merge_copied_shards(tmp_path)
 
 

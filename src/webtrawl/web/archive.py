@@ -53,7 +53,6 @@ from ..store.replay import (
     original_of,
     read_made,
     read_response,
-    record_path,
 )
 from ..urls import normalize
 from .site import Site
@@ -101,7 +100,7 @@ def archived_page(request: Request, capture_id: int) -> Response:
     if isinstance(source, Response):
         return source
     site: Site = request.app.state.site
-    if record_path(site.directory, source.warc_file or "") is None:
+    if site.record_path(source.warc_file or "") is None:
         return _missing(request, source, capture)
     context = {"site": site, "capture": capture, "fetched": _when(capture.fetched_at), "stamp": _stamp(capture)}
     if source is not capture:
@@ -239,7 +238,7 @@ def _made(request: Request, capture: ArchivedCapture, kind: str) -> bytes | None
     site: Site = request.app.state.site
     with site.reader() as (conn, crawl_id):
         found = made_for(conn, crawl_id, capture, kind)
-    path = record_path(site.directory, found[0]) if found else None
+    path = site.record_path(found[0]) if found else None
     if found is None or path is None:
         return None
     try:
@@ -274,7 +273,7 @@ def _read(request: Request, capture: ArchivedCapture) -> ArchivedResponse | Resp
     if isinstance(source, Response):
         return source
     site: Site = request.app.state.site
-    path = record_path(site.directory, source.warc_file or "")
+    path = site.record_path(source.warc_file or "")
     if path is None:
         return _missing(request, source, capture)
     try:

@@ -29,7 +29,6 @@ from ..store import browse as store
 from ..store import detail
 from ..store.links import link_page
 from ..store.overview import overview
-from ..store.replay import record_path
 from .live import live_view
 from .models import DetailOut, HitOut, LinkOut, LinksOut, OverviewOut, PageOut, PagesOut, SearchOut
 from .site import Site
@@ -237,7 +236,7 @@ def _detail(request: Request, capture_id: int) -> DetailOut:
 
 
 def _warc_here(site: Site, name: str | None) -> bool:
-    return record_path(site.directory, name or "") is not None
+    return site.record_path(name or "") is not None
 
 
 def _links(request: Request, capture_id: int, direction: str, after: int | None, limit: int, cursor: str) -> LinksOut:

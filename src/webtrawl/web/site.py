@@ -12,8 +12,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import StoreError
 from ..store.crawls import crawl_id_of
 from ..store.db import DB_NAME, connect
+from ..store.replay import record_path
+from ..store.shards import ShardPlace, load_places
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +36,25 @@ class Site:
             yield conn, crawl_id_of(conn, self.name)
         finally:
             conn.close()
+
+    def record_path(self, name: str) -> Path | None:
+        """WARC file `name` of the crawl: in the directory's `warc/`, or (a distributed crawl's) in the
+        directory of the shard whose node wrote it, where this machine can read it."""
+        found = record_path(self.directory, name)
+        for place in self._readable() if found is None else ():
+            if (found := record_path(place.database(self.directory).parent, name)) is not None:
+                break
+        return found
+
+    def unreachable_shards(self) -> list[ShardPlace]:
+        """A distributed crawl's shards this machine cannot read, for the notice on every page."""
+        return [place for place in self._places() if not place.reachable(self.directory)]
+
+    def _readable(self) -> list[ShardPlace]:
+        return [place for place in self._places() if place.reachable(self.directory)]
+
+    def _places(self) -> list[ShardPlace]:
+        try:
+            return load_places(self.directory)
+        except StoreError:  # a damaged list: the coordinator writes it again; the dashboard goes on without it
+            return []
