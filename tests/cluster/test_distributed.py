@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import warnings
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,7 @@ def test_an_embedded_crawl_goes_on_distributed_from_its_directory(tmp_path: Path
     assert set(before) < set(captured) == sites.expected()
     assert unfinished(tmp_path / "coord") == 0
     assert hits == captured  # one request per capture, in either run
+    # Its export holds the pages of both runs, each once (the embedded run's are in no node's shard).
+    code, exported, err = webtrawl(tmp_path, "export", tmp_path / "coord")
+    assert code == 0, err
+    assert Counter(json.loads(line)["url"] for line in exported.splitlines()) == captured

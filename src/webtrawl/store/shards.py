@@ -159,10 +159,23 @@ class Sources:
     @classmethod
     def open(cls, directory: Path, name: str) -> Sources:
         """The crawl in `directory`: the shards its coordinator lists, or else its own database (an embedded
-        crawl's), read-only."""
+        crawl's), read-only.
+
+        A crawl that began embedded and goes on distributed has its first pages in the coordinator's own
+        database only, which also gathers every node's: it is read alone (its WARC files in its directory,
+        the nodes' in theirs) until the coordinator stops gathering."""
         sources = cls.shards_of(directory, name)
         if not sources.distributed:
             sources.all = [source_of(connect(directory / DB_NAME, readonly=True), name)]
+            return sources
+        own = source_of(connect(directory / DB_NAME, readonly=True), name)
+        first = own.conn.execute(
+            "SELECT node FROM captures WHERE crawl_id = ? ORDER BY id LIMIT 1", (own.crawl_id,)
+        ).fetchone()
+        if first is not None and first[0] is None:  # fetched before the crawl went distributed
+            sources.close()
+            return cls([own], [], distributed=False)
+        own.conn.close()
         return sources
 
     @classmethod
