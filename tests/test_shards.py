@@ -52,7 +52,7 @@ def test_a_shard_missing_or_damaged_is_named_not_read(tmp_path: Path) -> None:
     (damaged / NODE_DB).write_bytes(b"not a database" * 300)
     places = [ShardPlace("here", str(d), (f"node-0{i}",)) for i, d in enumerate((good, damaged, gone), 1)]
     save_places(tmp_path, places)
-    with Sources.open(tmp_path, "big") as sources:
+    with Sources.shards_of(tmp_path, "big") as sources:
         assert sources.distributed
         assert [source.directory for source in sources.all] == [good]
         assert sources.unreachable == places[1:]

@@ -118,13 +118,16 @@ SHARD_BITS = 40
 
 
 def global_id(shard: int, local: int) -> int:
-    """The id that names a capture of shard number `shard` across the crawl."""
-    return shard << SHARD_BITS | local
+    """The id that names a capture of shard number `shard` across the crawl. Shard 0's ids start above the
+    ids of the coordinator's own database (an embedded crawl's, or one gathering its nodes' pages), so both
+    kinds name a capture without doubt."""
+    return (shard + 1) << SHARD_BITS | local
 
 
-def split_id(capture_id: int) -> tuple[int, int]:
-    """The shard number and the id within that shard of a `global_id`."""
-    return capture_id >> SHARD_BITS, capture_id & ((1 << SHARD_BITS) - 1)
+def split_id(capture_id: int) -> tuple[int | None, int]:
+    """The shard number (None: the coordinator's own database) and the id within it of a `global_id`."""
+    shard = (capture_id >> SHARD_BITS) - 1
+    return (shard if shard >= 0 else None), capture_id & ((1 << SHARD_BITS) - 1)
 
 
 @dataclass(frozen=True, slots=True)
