@@ -338,3 +338,9 @@ def check_shards(out: Path, *nodes: Path, dead: Path | None = None) -> None:
             assert db.execute("SELECT upto FROM fts_progress").fetchone() == (last,)
         finally:
             db.close()
+
+
+def acks_left(url: str, partitions: int = 16) -> int:
+    """Acknowledgement fields still in the crawl's partitions (`complete.lua`)."""
+    with redis.Redis.from_url(url) as client:
+        return sum(client.hlen(KEYS.acks(p)) for p in range(partitions))

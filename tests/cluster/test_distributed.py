@@ -24,6 +24,7 @@ from tests.cluster.processes import (
     PER_HOST,
     Process,
     Sites,
+    acks_left,
     captures,
     check_shards,
     coordinator,
@@ -60,6 +61,7 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
         assert code == 0, err
         expected, hits = sites.expected(), sites.hits()
         in_flight = [max(server.max_in_flight.values()) for server in sites.servers]
+        assert acks_left(server.url) == 0  # each node, its shard settled, took its acknowledgements away
 
     captured = captures(tmp_path / "coord")
     assert set(captured) == expected

@@ -21,6 +21,7 @@ from tests.cluster.processes import (
     KEYS,
     NAME,
     Sites,
+    acks_left,
     captures,
     check_complete,
     check_shards,
@@ -126,6 +127,7 @@ def test_a_node_killed_between_its_shard_and_redis_settles_its_batch_when_restar
         code, _out, err = restarted.finish()
         assert code == 0, err
         check_complete(sites, tmp_path / "coord")
+        assert acks_left(server.url) == 0  # the killed node's went once its batch was settled
     check_shards(tmp_path / "coord", tmp_path / "w0")
     # The killed node's captures and its successor's, both ids, in the one shard of the directory.
     assert len({node for _url, node, _at in shard_captures(tmp_path / "w0")}) == 2

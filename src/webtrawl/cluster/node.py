@@ -48,7 +48,7 @@ from .leases import Leases, read_partitions
 from .redisconn import GONE_REPLY, crawl_gone, joining, persist
 from .scopehosts import SharedScope
 from .scripts import Scripts
-from .shard import NodeShard, register_shard
+from .shard import NodeShard, forget_acks, register_shard
 from .twins import RedisTwins
 
 log = logging.getLogger(__name__)
@@ -236,6 +236,7 @@ class Node:
         self._told_to_stop = False
         self._gone = False
         self._obey_now: Callable[[str], None] | None = None
+        self._shard: NodeShard | None = None
         self._info = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
         self._last = (time.monotonic(), 0)
 
@@ -243,8 +244,8 @@ class Node:
         self, engine: Engine, db: Database, crawl_id: int, politeness: Politeness, budgets: Budgets
     ) -> Frontier:
         config = self._config
-        shard = NodeShard(db, crawl_id, self.node, config.near_distance)
-        await shard.recover(self._client, self._keys)
+        shard = self._shard = NodeShard(db, crawl_id, self.node, config.near_distance)
+        await shard.recover(self._client, self._keys, self._layout.partitions)
         await register_shard(self._client, self._keys, config.out, self.node)
         limits = None
         if self._layout.partition_by == "url":
@@ -360,6 +361,8 @@ class Node:
             if self._told_to_stop and report.outcome == "interrupted":
                 report.outcome = "stopped"  # by the crawl's control key, not by this process's signal
             if not self._gone:
+                if self._shard is not None and self._shard.settled:
+                    await forget_acks(self._client, self._keys, self.node, self._layout.partitions)
                 await self._report(report)
         except CrawlGone:  # a partition refused a call: there is nothing left to give back in Redis
             self._gone = True

@@ -23,7 +23,7 @@ from ..store.shard import Staged, settle, stage, staged
 from ..store.shards import ShardPlace
 from .bloom import fp_bytes
 from .keys import Keys
-from .redisconn import persist
+from .redisconn import persist, pipelined
 from .wire import decode_completion
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,8 @@ class NodeShard:
         """Batch ids grow from the start time, so a restarted node's never meet its predecessor's."""
         self._seen = SeenCache()
         """Links written already (used on the database thread only)."""
+        self.settled = True
+        """Nothing staged waits to be settled: the node's acknowledgements in Redis are of no more use."""
 
     def next_batch(self) -> int:
         self._batch += 1
@@ -56,13 +58,16 @@ class NodeShard:
         """Save the checkpoint, index the site files and stage `results` (partition, completion, its encoded
         result)."""
         rows = [Staged(batch, c.entry.fp, self.node, p, bytes(result)) for p, c, result in results]
+        self.settled = not rows
         await self._db.run(stage, self._crawl_id, checkpoint, rows, site_files, self.node)
 
     async def settle(self, batch: int, accepted: Sequence[Completion]) -> None:
         await self._db.run(settle, self._crawl_id, batch, self.node, accepted, self._near_distance, self._seen.fresh)
+        self.settled = True
 
-    async def recover(self, client: Any, keys: Keys) -> None:
-        """Settle the batches a killed node left staged: each result whose partition acknowledged it."""
+    async def recover(self, client: Any, keys: Keys, partitions: int) -> None:
+        """Settle the batches a killed node left staged: each result whose partition acknowledged it. Then
+        its acknowledgements are of no more use: they go."""
         left = await self._db.read(staged)
         batches: dict[int, list[Staged]] = defaultdict(list)
         for row in left:
@@ -82,6 +87,20 @@ class NodeShard:
                 "settled a batch the last run left: %d of its %d result(s) had been accepted",
                 len(accepted), len(rows),
             )  # fmt: skip
+        for node in {row.node for row in left}:
+            await forget_acks(client, keys, node, partitions)
+
+
+async def forget_acks(client: Any, keys: Keys, node: str, partitions: int) -> None:
+    """Remove `node`'s acknowledgements from every partition, once nothing it staged waits for them: a node
+    that stops with its shard settled, or whose staged batches its successor settled. A node killed for good
+    leaves its own (two small fields a partition)."""
+
+    def fill(pipe: Any) -> None:
+        for p in range(partitions):
+            pipe.hdel(keys.acks(p), node, node + "/")
+
+    await persist("removing acknowledgements", partial(pipelined, client, fill))
 
 
 async def register_shard(client: Any, keys: Keys, directory: Path, node: str) -> None:

@@ -1,13 +1,15 @@
 """Search across a distributed crawl's shards, ranked as one index of the whole crawl would rank it.
 
-Each shard has its own FTS5 index, whose bm25 weighs a word by how rare it is *in that shard*: a word
-common on one node's pages and rare on another's would rank a page by where it was fetched. So every hit is
-scored again with the crawl's statistics. FTS5's bm25 of a query is a sum over its phrases of the phrase's
-IDF times a part that depends on the page (how often the phrase occurs in each column, weighted, against the
-page's length); each shard scores each phrase alone with FTS5's own bm25 (so the weights and that part stay
-FTS5's), the shard's IDF is divided out and the crawl's (from the phrase's matches in every shard) put in.
-Only the average page length stays each shard's own: shards of one crawl differ little in it. Python's
-sqlite3 cannot register an FTS5 ranking function, so the sum is made here.
+Each shard has its own FTS5 index, whose bm25 weighs a word by how rare it is *in that shard*, and a page's
+length against *that shard's* average: a page would rank by where it was fetched. So every hit is scored
+again with the crawl's statistics. FTS5's bm25 of a query is a sum over its phrases of the phrase's IDF
+times `f·(k1+1) / (f + k1·(1 − b + b·|D|/avgdl))` (f: the phrase's weighted hits in the page, |D|: the
+page's length). Each shard scores each phrase alone with FTS5's own bm25; the shard's IDF is divided out,
+f is solved back from the part left (the page's length is in the index's `docsize` table, the shard's
+average in its "averages" record), and the part is made again with the crawl's average and multiplied by the
+crawl's IDF (from the phrase's matches in every shard). The result is the score one index of the whole
+crawl gives, to float precision. Python's sqlite3 cannot register an FTS5 ranking function, so the sum is
+made here.
 
 Hits are then merged best first and paged by keyset on (score, shard, capture id), as a one-index search
 pages on (score, id). A hit's capture id is its `shards.global_id`.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from .browse import (
@@ -117,33 +120,82 @@ def _count(conn: sqlite3.Connection, query: str) -> int:
 
 def _ranked(shards: list[Source], query: str, phrases: list[str]) -> list[Key]:
     """Every match of every shard with its score under the crawl's statistics (see the module's words)."""
-    pages = {shard.number: _indexed(shard.conn) for shard in shards}
+    sizes = {shard.number: _sizes(shard.conn) for shard in shards}
     matching = {(shard.number, phrase): _count(shard.conn, phrase) for shard in shards for phrase in set(phrases)}
-    crawl_pages = sum(pages.values())
-    crawl_idf = {phrase: idf(crawl_pages, sum(matching[s.number, phrase] for s in shards)) for phrase in set(phrases)}
+    crawl = Sizes(sum(size.pages for size in sizes.values()), sum(size.tokens for size in sizes.values()))
+    crawl_idf = {phrase: idf(crawl.pages, sum(matching[s.number, phrase] for s in shards)) for phrase in set(phrases)}
     keys: list[Key] = []
     for shard in shards:
         scores: dict[int, float] = defaultdict(float)
         for (rowid,) in shard.conn.execute("SELECT rowid FROM captures_fts WHERE captures_fts MATCH ?", (query,)):
             scores[rowid] = 0.0
+        own = sizes[shard.number]
         for phrase in phrases:
             if not matching[shard.number, phrase]:
                 continue
-            scale = crawl_idf[phrase] / idf(pages[shard.number], matching[shard.number, phrase])
-            for rowid, score in shard.conn.execute(
-                f"SELECT rowid, {BM25} FROM captures_fts WHERE captures_fts MATCH ? "
-                "AND rowid IN (SELECT rowid FROM captures_fts WHERE captures_fts MATCH ?)",
+            shard_idf = idf(own.pages, matching[shard.number, phrase])
+            for rowid, score, length in shard.conn.execute(
+                f"SELECT f.rowid, {BM25}, d.sz FROM captures_fts f JOIN captures_fts_docsize d ON d.id = f.rowid "
+                "WHERE captures_fts MATCH ? AND f.rowid IN (SELECT rowid FROM captures_fts WHERE captures_fts MATCH ?)",
                 (phrase, query),
             ):
-                scores[rowid] += score * scale
+                part = _rescaled(-score / shard_idf, sum(_varints(length)), own.average, crawl.average)
+                scores[rowid] -= crawl_idf[phrase] * part
         keys += [(score, shard.number, rowid) for rowid, score in scores.items()]
     return keys
 
 
-def _indexed(conn: sqlite3.Connection) -> int:
-    """Pages in the shard's search index (the N of its IDF)."""
-    (pages,) = conn.execute("SELECT COUNT(*) FROM captures_fts_docsize").fetchone()
-    return int(pages)
+K1, B = 1.2, 0.75
+"""FTS5's bm25 parameters (`fts5_aux.c`)."""
+
+
+def _rescaled(part: float, length: int, average: float, crawl_average: float) -> float:
+    """A phrase's page-dependent part of bm25, `f·(k1+1) / (f + k1·(1 − b + b·|D|/avgdl))`, given with the shard's
+    average page length, taken to the crawl's: the (weighted) frequency f is solved back from it."""
+    if part <= 0 or part >= K1 + 1 or not average or not crawl_average:
+        return part
+    frequency = part * K1 * (1 - B + B * length / average) / (K1 + 1 - part)
+    return frequency * (K1 + 1) / (frequency + K1 * (1 - B + B * length / crawl_average))
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    pages: int
+    """Pages in the search index (the N of its IDF)."""
+    tokens: int
+    """Tokens in all of them, every column."""
+
+    @property
+    def average(self) -> float:
+        return self.tokens / self.pages if self.pages else 0.0
+
+
+def _sizes(conn: sqlite3.Connection) -> Sizes:
+    """The index's page and token counts, as FTS5 keeps them for bm25 (its "averages" record: the row count,
+    then each column's token count, as varints)."""
+    row = conn.execute("SELECT block FROM captures_fts_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return Sizes(0, 0)
+    pages, *columns = _varints(row[0])
+    return Sizes(pages, sum(columns))
+
+
+def _varints(data: bytes) -> list[int]:
+    """SQLite's variable-length integers, one after the other (FTS5 writes its sizes with them)."""
+    values, i = [], 0
+    while i < len(data):
+        value = 0
+        for n in range(9):
+            byte = data[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values
 
 
 def _in_capture_order(shards: list[Source], query: str) -> list[Key]:
