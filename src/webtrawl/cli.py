@@ -40,7 +40,7 @@ from .store.index import rendered_counts
 from .store.live import obeyed, read_snapshot, send_command, stored_counts
 from .store.media import media_counts
 from .store.schedule import due_counts
-from .store.shards import load_places
+from .store.shards import Sources, load_places
 from .terminal import NAME_HELP, USAGE_ERRORS, fail, say
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
 from .web.site import Site
@@ -218,7 +218,14 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
         due = due_counts(conn, crawl_id, time.time())
         rendered, subresources = rendered_counts(conn, crawl_id)
         last = read_snapshot(conn, crawl_id)
-        shards = load_places(directory)
+        with Sources.shards_of(directory, name) as shards:
+            held = {
+                source.number: source.conn.execute(
+                    "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM captures WHERE crawl_id = ?", (source.crawl_id,)
+                ).fetchone()
+                for source in shards.all
+            }
+        places = load_places(directory)
     except USAGE_ERRORS as exc:
         fail(str(exc))
     click.echo(f"crawl {name!r} in {directory}")
@@ -243,11 +250,14 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
             f"  {'revisits':8} {due.now:>10,} due now, {due.within_hour:,} within an hour, "
             f"{due.within_day:,} within a day, {due.later:,} later{upcoming} (webtrawl crawl … --recrawl)"
         )
-    if shards:
-        unreachable = [place for place in shards if not place.reachable(directory)]
-        click.echo(f"  {'shards':8} {len(shards):>10,}  (each node's own index, in its directory)")
-        for place in unreachable:
-            click.echo(f"  shard of {', '.join(place.nodes)} at {place.key} cannot be read from this machine")
+    if places:
+        click.echo(f"  {'shards':8} {len(places):>10,}  (each node's own index, in its directory)")
+        for number, place in enumerate(places):
+            if number in held:
+                pages, size = held[number]
+                click.echo(f"    {pages:>10,} captures ({size:,} bytes)  {', '.join(place.nodes)} at {place.key}")
+            else:
+                click.echo(f"  shard of {', '.join(place.nodes)} at {place.key} cannot be read from this machine")
 
 
 @main.command()

@@ -131,6 +131,8 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     code, shown, err = Process(tmp_path / "logs", "status-dir", "status", tmp_path / "coord").finish(30)
     assert code == 0, err
     assert "shards            3" in shown
+    per_shard = [line for line in shown.splitlines() if " captures (" in line and " at " in line]
+    assert len(per_shard) == 2  # each shard it can read, with its captures and nodes
     unreachable = [line for line in shown.splitlines() if "cannot be read" in line]
     assert len(unreachable) == 1 and str((tmp_path / "w1").resolve()) in unreachable[0], shown
     code, exported, err = webtrawl(tmp_path, "export", tmp_path / "coord")
