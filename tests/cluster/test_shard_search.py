@@ -79,6 +79,12 @@ def test_search_over_shards_finds_what_one_index_finds(tmp_path: Path) -> None:
             top = {url for url, score in alone if score is not None and score <= tenth + 1e-9}
             assert len(top & {url for url, _ in spread[:10]}) >= min(8, len(alone)), query
             assert [score for _, score in spread] == sorted(score for _, score in spread)  # best first, page after page
+            # Words that match too many pages to rank list them shard by shard in capture order, page by page.
+            unranked = every_hit(
+                lambda after, q=query: search_shards(shards, q, Filters(), after=after, limit=7, rank_at_most=0)
+            )
+            assert sorted(url for url, _ in unranked) == sorted(url for url, _ in alone)
+            assert {score for _, score in unranked} == {None}
             # Scored with the crawl's statistics (IDF, average page length), a page scores as in one index
             # (each shard's own put them 1.5-33% apart on these sites).
             scores = dict(alone)

@@ -17,9 +17,11 @@ pages on (score, id). A hit's capture id is its `shards.global_id`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sqlite3
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,10 +72,10 @@ def search_shards(
     phrases = [part for part in parts if part not in OPERATORS]  # a phrase given twice counts twice, as in FTS5
     try:
         ranked, start = _start(shards.all, query, after, rank_at_most)
-        keys = _ranked(shards.all, query, phrases) if ranked else _in_capture_order(shards.all, query)
-        keys.sort()
-        if start:
-            keys = [key for key in keys if list(key) > start]
+        if ranked:
+            keys = iter([key for key in sorted(_ranked(shards.all, query, phrases)) if list(key) > start])
+        else:
+            keys = _in_capture_order(shards.all, query, start)
         found = _rows(shards.all, keys, filters, limit)
         marks = new_marks()
         snippets = _shard_snippets(shards.all, query, found[:limit], marks)
@@ -198,23 +200,27 @@ def _varints(data: bytes) -> list[int]:
     return values
 
 
-def _in_capture_order(shards: list[Source], query: str) -> list[Key]:
-    return [
-        (shard.number, rowid)
-        for shard in shards
-        for (rowid,) in shard.conn.execute("SELECT rowid FROM captures_fts WHERE captures_fts MATCH ?", (query,))
-    ]
+def _in_capture_order(shards: list[Source], query: str, start: list[Any]) -> Iterator[Key]:
+    """The matches after `start` (shard, id), shard by shard, each in id order: read only as far as a page
+    needs, however many there are."""
+    after_shard, after_id = start or (-1, 0)
+    for shard in sorted(shards, key=lambda s: s.number):
+        if shard.number < after_shard:
+            continue
+        floor = after_id if shard.number == after_shard else 0
+        for (rowid,) in shard.conn.execute(
+            "SELECT rowid FROM captures_fts WHERE captures_fts MATCH ? AND rowid > ? ORDER BY rowid", (query, floor)
+        ):
+            yield shard.number, rowid
 
 
-def _rows(shards: list[Source], keys: list[Key], filters: Filters, limit: int) -> list[tuple[Key, int, tuple]]:
+def _rows(shards: list[Source], keys: Iterator[Key], filters: Filters, limit: int) -> list[tuple[Key, int, tuple]]:
     """The first `limit` + 1 matches in `keys` order that pass `filters`: (key, shard number, row)."""
     by_number = {shard.number: shard for shard in shards}
     filtered, params = filters.where()
     found: list[tuple[Key, int, tuple]] = []
-    position, batch = 0, limit + 1
-    while len(found) <= limit and position < len(keys):
-        chunk = keys[position : position + batch]
-        position += batch
+    batch = limit + 1
+    while len(found) <= limit and (chunk := list(itertools.islice(keys, batch))):
         wanted: dict[int, list[int]] = defaultdict(list)
         for key in chunk:
             wanted[key[-2]].append(key[-1])
