@@ -31,6 +31,7 @@ from ..models import Completion, Entry, FrontierCounts, NewURL, Previous, Resour
 from ..politeness import Politeness
 from ..urls import origin, partition_of, template
 from .bloom import fp_bytes
+from .completing import completion_args, refused
 from .entries import decode_record, encode_record
 from .keys import Keys
 from .layout import Layout
@@ -427,25 +428,18 @@ class RedisFrontier:
         if children:
             await self._add(children, cash)
         now = time.time()
-        refused: set[int] = set()
+        lost: set[int] = set()
         for p, pairs in by_partition.items():
             token = self._leases.token(p)
             for start in range(0, len(pairs), CHUNK):
                 chunk = pairs[start : start + CHUNK]
-                if token is None:
-                    refused.update(self._fenced(p, chunk, None))
-                    continue
-                args: list[Any] = [token, self._leases.node, str(batch_id)]
-                for item, sent in chunk:
-                    delay = max(0, int(((item.not_before or now) - now) * 1000))
-                    args += [fp_bytes(item.entry.fp), item.verdict, delay, sent]
-                reply = await self._script("completing", self._scripts.complete, p, args)
-                if reply is None:
-                    refused.update(self._fenced(p, chunk, None))
-                elif reply[1]:
-                    refused.update(self._fenced(p, chunk, set(reply[1])))
+                reply = None
+                if token is not None:
+                    args = completion_args(token, self._leases.node, batch_id, chunk, now)
+                    reply = await self._script("completing", self._scripts.complete, p, args)
+                lost |= refused(p, chunk, reply)
             items = [item for item, _sent in pairs]
-            self._done += sum(item.verdict == "done" and item.entry.fp not in refused for item in items)
+            self._done += sum(item.verdict == "done" and item.entry.fp not in lost for item in items)
             retries = [item.not_before or now for item in items if item.verdict == "retry"]
             if retries and token is not None:
                 self._retry_at[p] = min(self._retry_at.get(p, retries[0]), *retries)
@@ -455,20 +449,8 @@ class RedisFrontier:
                 del self._in_flight[p]
         if self._shard is not None and batch:
             crash_point("before-settle")
-            await self._shard.settle(batch_id, [item for item in batch if item.entry.fp not in refused])
+            await self._shard.settle(batch_id, [item for item in batch if item.entry.fp not in lost])
         self._running -= len(batch)
-
-    def _fenced(self, p: int, chunk: Sequence[tuple[Completion, memoryview]], skipped: set[bytes] | None) -> set[int]:
-        """Say which results the partition refused (all of `chunk`'s, or those `skipped`) and return their
-        fingerprints; those of a fetch (not, say, of a URL robots.txt disallows) are requests the node that
-        holds it now makes again."""
-        items = [item for item, _sent in chunk if skipped is None or fp_bytes(item.entry.fp) in skipped]
-        fetched = sum(item.capture is not None for item in items)
-        log.warning(
-            "partition %d: %d result(s) not recorded (%d of them fetched): its lease passed to another node",
-            p, len(items), fetched,
-        )  # fmt: skip
-        return {item.entry.fp for item in items}
 
     # -- state ------------------------------------------------------------------------------------
 
