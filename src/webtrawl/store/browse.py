@@ -414,12 +414,7 @@ def search(
         marks = new_marks()
         snippets = snippets_of(conn, query, [row[0] for _, row in found[:limit]], marks)
     except sqlite3.OperationalError as exc:
-        if "fts5" not in str(exc) and "syntax error" not in str(exc):
-            raise
-        raise QueryError(
-            "this search cannot be read: AND, OR and NOT need words on both sides, and parentheses must "
-            'pair up (put words in quotes, like "and", to search for them)'
-        ) from None
+        raise unreadable(exc) from None
     hits = [
         Hit(
             page=PageRow(**dict(zip(PageRow.__slots__, row, strict=True))),
@@ -456,6 +451,16 @@ def new_marks() -> tuple[str, str]:
     so no page can make its own text look matched."""
     nonce = secrets.token_hex(8)
     return f"\ue000{nonce}[", f"]{nonce}\ue001"
+
+
+def unreadable(exc: sqlite3.OperationalError) -> QueryError:
+    """The QueryError to raise for a query FTS5 could not read; any other error is raised again."""
+    if "fts5" not in str(exc) and "syntax error" not in str(exc):
+        raise exc
+    return QueryError(
+        "this search cannot be read: AND, OR and NOT need words on both sides, and parentheses must "
+        'pair up (put words in quotes, like "and", to search for them)'
+    )
 
 
 def snippets_of(

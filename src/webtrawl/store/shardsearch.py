@@ -42,6 +42,7 @@ from .browse import (
     new_marks,
     segments,
     snippets_of,
+    unreadable,
 )
 from .index import unindexed
 from .shards import Source, Sources, global_id
@@ -80,12 +81,7 @@ def search_shards(
         marks = new_marks()
         snippets = _shard_snippets(shards.all, query, found[:limit], marks)
     except sqlite3.OperationalError as exc:
-        if "fts5" not in str(exc) and "syntax error" not in str(exc):
-            raise
-        raise QueryError(
-            "this search cannot be read: AND, OR and NOT need words on both sides, and parentheses must "
-            'pair up (put words in quotes, like "and", to search for them)'
-        ) from None
+        raise unreadable(exc) from None
     hits = []
     for key, number, row in found[:limit]:
         local = row[0]
