@@ -344,3 +344,15 @@ def acks_left(url: str, partitions: int = 16) -> int:
     """Acknowledgement fields still in the crawl's partitions (`complete.lua`)."""
     with redis.Redis.from_url(url) as client:
         return sum(client.hlen(KEYS.acks(p)) for p in range(partitions))
+
+
+def crawl_on_three_nodes(sites: Sites, url: str, tmp_path: Path) -> None:
+    """The coordinator's node (in `coord`) and two workers (`w0`, `w1`) crawl `sites` to the end."""
+    coord = coordinator(sites, url, tmp_path / "coord")
+    wait_for_crawl(url)
+    workers = [worker(url, tmp_path / f"w{i}") for i in range(2)]
+    code, _out, err = coord.finish()
+    assert code == 0, err
+    for process in workers:
+        code, _out, err = process.finish()
+        assert code == 0, err

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.cluster.processes import NAME, Sites, coordinator, wait_for_crawl, worker
+from tests.cluster.processes import NAME, Sites, crawl_on_three_nodes
 from tests.redis_servers import RedisServer
 from webtrawl.web.serve import Dashboard
 from webtrawl.web.site import Site
@@ -35,12 +35,7 @@ def test_the_archived_copy_of_a_page_a_worker_fetched_opens_from_the_coordinator
     tmp_path: Path, page: Page
 ) -> None:
     with Sites() as sites, RedisServer() as server:
-        coord = coordinator(sites, server.url, tmp_path / "coord")
-        wait_for_crawl(server.url)
-        workers = [worker(server.url, tmp_path / f"w{i}") for i in range(2)]
-        assert coord.finish()[0] == 0
-        for process in workers:
-            assert process.finish()[0] == 0
+        crawl_on_three_nodes(sites, server.url, tmp_path)
         by_url = {s.site.url(path): info for s in sites.servers for path, info in s.site.pages.items()}
     shard = sqlite3.connect(f"file:{tmp_path / 'w0' / 'node.db'}?mode=ro", uri=True)
     fetched = [url for (url,) in shard.execute("SELECT url FROM captures WHERE status = 200")]

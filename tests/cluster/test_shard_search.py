@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import webtrawl
-from tests.cluster.processes import NAME, PER_HOST, Process, Sites, coordinator, wait_for_crawl, worker
+from tests.cluster.processes import NAME, PER_HOST, Process, Sites, crawl_on_three_nodes
 from tests.redis_servers import RedisServer
 from webtrawl.store.browse import Filters, SearchResult, search
 from webtrawl.store.export import iso_time
@@ -43,12 +43,7 @@ def test_search_over_shards_finds_what_one_index_finds(tmp_path: Path) -> None:
             "--retries", "1", "-q",
         )  # fmt: skip
         assert embedded.finish()[0] == 0
-        coord = coordinator(sites, server.url, tmp_path / "coord")
-        wait_for_crawl(server.url)
-        workers = [worker(server.url, tmp_path / f"w{i}") for i in range(2)]
-        assert coord.finish()[0] == 0
-        for process in workers:
-            assert process.finish()[0] == 0
+        crawl_on_three_nodes(sites, server.url, tmp_path)
 
     one = sqlite3.connect(f"file:{tmp_path / 'embedded' / 'crawl.db'}?mode=ro", uri=True)
     one.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, captures_fts, row)")
