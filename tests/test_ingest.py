@@ -7,9 +7,10 @@ import io
 import json
 import sqlite3
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,8 +25,14 @@ from webtrawl.store.index import capture_row, drop_counts, failure_counts, index
 from webtrawl.store.ingest import Item, ingest, ingest_drops, ingest_site_files
 from webtrawl.store.links import link_page
 from webtrawl.store.schema import MIGRATIONS
-from webtrawl.store.shards import source_of
+from webtrawl.store.shards import Sources, source_of
 from webtrawl.urls import fingerprint, origin
+
+
+def one_source(read: Callable[..., Any]) -> Callable[..., Any]:
+    """`read` (a reader of a crawl's sources) over the test crawl's database, as the dashboard reads it."""
+    return lambda conn, *args: read(Sources([source_of(conn, "test")], [], distributed=False), *args)
+
 
 T0 = 1_700_000_000.0
 WARC = "node-02-20231114221320-00001.warc.gz"
@@ -337,7 +344,7 @@ async def test_a_pages_in_links_are_listed_once_the_index_has_caught_up(crawl: C
 
     async def linked(path: str, direction: str) -> set[str]:
         (capture,) = await crawl.query("SELECT id FROM captures WHERE url = ?", full(path))
-        page = await crawl.db.run(link_page, crawl.id, capture[0], direction)
+        page = await crawl.db.run(one_source(link_page), capture[0], direction)
         assert page is not None and page.total == len(page.rows)
         return {row.url for row in page.rows}
 
@@ -345,7 +352,7 @@ async def test_a_pages_in_links_are_listed_once_the_index_has_caught_up(crawl: C
     assert await linked("/", "in") == {full("/c")}
     assert await linked("/", "out") == {full("/b"), full("/c")}
     found = await crawl.db.run(
-        detail, crawl.id, (await crawl.query("SELECT id FROM captures WHERE url = ?", full("/c")))[0][0]
+        one_source(detail), (await crawl.query("SELECT id FROM captures WHERE url = ?", full("/c")))[0][0]
     )
     assert found is not None and {row.url for row in found.in_links} == {full("/"), full("/b")}
 

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import asdict, replace
 from functools import partial
@@ -37,9 +38,9 @@ from .stats import CrawlReport
 from .store.crawls import DEFAULT_NAME, crawl_id_of, crawl_name
 from .store.db import DB_NAME, DirectoryLock, connect
 from .store.index import rendered_counts
-from .store.live import obeyed, read_snapshot, send_command, stored_counts
+from .store.live import obeyed, read_snapshot, send_command
 from .store.media import media_counts
-from .store.schedule import due_counts
+from .store.overview import overview
 from .store.shards import Sources, load_places
 from .terminal import NAME_HELP, USAGE_ERRORS, fail, say
 from .web.serve import DEFAULT_HOST, DEFAULT_PORT, Dashboard
@@ -208,30 +209,30 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
         fail("give the crawl DIRECTORY, or --redis URL for a distributed crawl")
     try:
         conn = connect(directory / DB_NAME, readonly=True)
-        name = crawl_name(conn, name)
-        crawl_id = crawl_id_of(conn, name)
-        counts = stored_counts(conn, crawl_id)
-        captures = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM captures WHERE crawl_id = ?", (crawl_id,)
-        ).fetchone()
-        media = media_counts(conn, crawl_id)
-        due = due_counts(conn, crawl_id, time.time())
-        rendered, subresources = rendered_counts(conn, crawl_id)
-        last = read_snapshot(conn, crawl_id)
-        with Sources.shards_of(directory, name) as shards:
+        try:
+            name = crawl_name(conn, name)
+        finally:
+            conn.close()
+        with Sources.open(directory, name) as sources:
+            totals = overview(sources)
+            last = read_snapshot(sources.home.conn, sources.home.crawl_id) if sources.home else None
+            media: Counter[str] = sum((Counter(media_counts(s.conn, s.crawl_id)) for s in sources.all), Counter())
+            pairs = [rendered_counts(s.conn, s.crawl_id) for s in sources.all]
+            rendered, subresources = sum(r for r, _ in pairs), sum(sub for _, sub in pairs)
             held = {
                 source.number: source.conn.execute(
                     "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM captures WHERE crawl_id = ?", (source.crawl_id,)
                 ).fetchone()
-                for source in shards.all
+                for source in sources.all
+                if sources.distributed
             }
         places = load_places(directory)
     except USAGE_ERRORS as exc:
         fail(str(exc))
     click.echo(f"crawl {name!r} in {directory}")
     for label in ("waiting", "running", "done", "failed"):
-        click.echo(f"  {label:8} {counts[label]:>10,}")
-    click.echo(f"  {'captures':8} {captures[0]:>10,}  ({captures[1]:,} bytes)")
+        click.echo(f"  {label:8} {getattr(totals, label):>10,}")
+    click.echo(f"  {'captures':8} {totals.captures:>10,}  ({totals.bytes:,} bytes)")
     if any(media.values()):
         click.echo(
             f"  {'media':8} {media['stored']:>10,}  ({media['bytes']:,} bytes; {media['duplicates']:,} duplicates, "
@@ -244,6 +245,7 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
             f"{run.get('render_seconds', 0):,.1f} s rendering, {run.get('render_timeouts', 0):,} cut by the timeout, "
             f"{run.get('browser_restarts', 0):,} browser restarts)"
         )
+    due = totals.due
     if due.total:
         upcoming = "" if due.next_at is None else f"; next at {_when(due.next_at)}"
         click.echo(

@@ -136,8 +136,9 @@ class CrawlReader:
         except BaseException:
             self._conn.close()
             raise
+        self._sources.home = source_of(self._conn, self.name)
         if not self._sources.distributed:
-            self._sources.all = [source_of(self._conn, self.name)]
+            self._sources.all = [self._sources.home]
         self.unreachable_shards = [place.key for place in self._sources.unreachable]
         """A distributed crawl's shards this machine cannot read (`host:directory`): their pages are not in
         `captures` or `search`."""
@@ -184,13 +185,13 @@ class CrawlReader:
     def failed(self, reason: str = "") -> Iterator[FailedRow]:
         """The URLs the crawl gave up on (an HTTP error, robots.txt, a failure after its last retry), in the
         order they were found, as the dashboard lists them: url, reason, attempts, depth, when."""
-        return _every(partial(list_failed, self._conn, self._crawl_id, reason))
+        return _every(partial(list_failed, self._sources, reason))
 
     def dropped(self, reason: str = "") -> Iterator[DroppedRow]:
         """The URLs refused before they reached the frontier (out of scope, too deep, over a budget, …) with
         their first reason and the page that linked them, as the dashboard lists them; a URL the crawl took
         after all, from another page, is not one."""
-        return _every(partial(list_dropped, self._conn, self._crawl_id, reason))
+        return _every(partial(list_dropped, self._sources, reason))
 
     def retries(self, limit: int = 10) -> list[Retry]:
         """Up to `limit` URLs waiting for a retry, the soonest due first: what keeps a crawl going when
@@ -209,7 +210,7 @@ class CrawlReader:
         """The crawl's totals as the dashboard's overview shows them, read anew at each access: URLs by
         state, captures, bytes, statuses, failures and drops by reason, rate, revisits due. While the crawl
         runs, the URL counts and rate are those it published in the last second."""
-        return overview(self._conn, self._crawl_id)
+        return overview(self._sources)
 
     @property
     def counts(self) -> FrontierCounts:

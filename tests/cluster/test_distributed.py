@@ -100,12 +100,16 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
             assert exported.splitlines() == sorted(exported.splitlines(), key=lambda line: line.split(" ", 2)[:2])
     # `show` reads a page's record in the directory of the node that fetched it, given the coordinator's.
     (url,) = gathered.execute("SELECT url FROM captures WHERE node = 'node-02' AND status = 200 LIMIT 1").fetchone()
-    fetched_by = dict(
-        gathered.execute(
-            "SELECT node, MIN(id) FROM captures WHERE status = 200 AND content_type = 'text/html' GROUP BY node"
-        )
-    )
     gathered.close()
+    with Sources.open(tmp_path / "coord", NAME) as shards:  # the first page each node fetched, named crawl-wide
+        fetched_by = {
+            node: shards.capture_id(source, local)
+            for source in shards.all
+            for node, local in source.conn.execute(
+                "SELECT node, MIN(id) FROM captures WHERE status = 200 AND content_type = 'text/html' GROUP BY node"
+            )
+        }
+    assert set(fetched_by) == {"node-01", "node-02", "node-03"}
     # The dashboard shows the archived copy of a page whichever node fetched it: its WARC file in that node's.
     dashboard = TestClient(create_app(DashboardSite(tmp_path / "coord", name=NAME)))
     for node, capture_id in fetched_by.items():

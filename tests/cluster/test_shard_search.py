@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from pathlib import Path
 
 import pytest
 
 import webtrawl
-from tests.cluster.processes import NAME, PER_HOST, Process, Sites, crawl_on_three_nodes
-from tests.redis_servers import RedisServer
+from tests.cluster.conftest import CrawledTwice
+from tests.cluster.processes import NAME
 from webtrawl.store.browse import Filters, SearchResult, search
 from webtrawl.store.export import iso_time
 from webtrawl.store.shards import Sources, split_id
@@ -35,17 +34,9 @@ def every_hit(page: callable) -> list[tuple[str, float | None]]:  # type: ignore
         after = result.next
 
 
-def test_search_over_shards_finds_what_one_index_finds(tmp_path: Path) -> None:
-    with Sites() as sites, RedisServer() as server:
-        embedded = Process(
-            tmp_path / "logs", "embedded",
-            "crawl", *sites.seeds, "--out", tmp_path / "embedded", "--delay", "0", "--per-host", PER_HOST,
-            "--retries", "1", "-q",
-        )  # fmt: skip
-        assert embedded.finish()[0] == 0
-        crawl_on_three_nodes(sites, server.url, tmp_path)
-
-    one = sqlite3.connect(f"file:{tmp_path / 'embedded' / 'crawl.db'}?mode=ro", uri=True)
+def test_search_over_shards_finds_what_one_index_finds(crawled_twice: CrawledTwice) -> None:
+    coord = crawled_twice.spread
+    one = sqlite3.connect(f"file:{crawled_twice.alone / 'crawl.db'}?mode=ro", uri=True)
     one.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, captures_fts, row)")
     (indexed,) = one.execute("SELECT COUNT(*) FROM captures_fts_docsize").fetchone()
     # Words on a third of the pages or fewer (in title, URL or text): one on most pages has no weight in bm25
@@ -62,7 +53,7 @@ def test_search_over_shards_finds_what_one_index_finds(tmp_path: Path) -> None:
         if one.execute("SELECT COUNT(*) FROM captures_fts WHERE captures_fts MATCH ?", (f"{a} {b}",)).fetchone()[0] >= 3
     )
     queries = [*common, *rare, both, f"{common[2]} OR {rare[0]}", f"{common[0][:3]}*"]
-    with Sources.open(tmp_path / "coord", NAME) as shards:
+    with Sources.open(coord, NAME) as shards:
         assert len(shards.all) == 3 and not shards.unreachable
         for query in queries:
             alone = every_hit(lambda after, q=query: search(one, 1, q, Filters(), after=after, limit=7))
@@ -85,11 +76,11 @@ def test_search_over_shards_finds_what_one_index_finds(tmp_path: Path) -> None:
             scores = dict(alone)
             for url, score in spread:
                 assert score == pytest.approx(scores[url], rel=1e-9), (query, url)
-        with webtrawl.open(tmp_path / "coord") as crawl:  # the Python API reads the shards as one crawl
+        with webtrawl.open(coord) as crawl:  # the Python API reads the shards as one crawl
             assert crawl.unreachable_shards == []
             every = every_hit(lambda after: search_shards(shards, common[0], Filters(), after=after, limit=1000))
             assert [(h.page.url, h.score) for h in crawl.search(common[0], limit=1000)] == every
-            gathered = sqlite3.connect(f"file:{tmp_path / 'coord' / 'crawl.db'}?mode=ro", uri=True)
+            gathered = sqlite3.connect(f"file:{coord / 'crawl.db'}?mode=ro", uri=True)
             in_index = sorted(gathered.execute("SELECT url, fetched_at FROM captures"))
             gathered.close()
             assert sorted((c.url, c.fetched_at) for c in crawl.captures()) == sorted(

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
@@ -335,8 +335,21 @@ class Gatherer:
         await pipelined(self._client, fill)
 
 
-async def scan(client: Any, keys: Keys, partitions: int) -> tuple[int, int, int, int]:
-    """(waiting, running, activity, results not yet gathered) summed over every partition."""
+class Scan(NamedTuple):
+    """The crawl's counters summed over every partition."""
+
+    waiting: int
+    running: int
+    done: int
+    failed: int
+    act: int
+    """Activity: grows with every claim and completion, so two equal readings mean nothing happened between."""
+    backlog: int
+    """Results not yet gathered."""
+
+
+async def scan(client: Any, keys: Keys, partitions: int) -> Scan:
+    """The counters of every partition, summed."""
 
     def fill(pipe: Any) -> None:
         for p in range(partitions):
@@ -344,14 +357,13 @@ async def scan(client: Any, keys: Keys, partitions: int) -> tuple[int, int, int,
             pipe.xlen(keys.stream(p))
 
     replies = await persist("scanning partitions", lambda: pipelined(client, fill))
-    waiting = running = act = backlog = 0
+    totals = dict.fromkeys(PARTITION_FIELDS, 0)
+    backlog = 0
     for p in range(partitions):
-        values = dict(zip(PARTITION_FIELDS, (int(v or 0) for v in replies[2 * p]), strict=True))
-        waiting += values["waiting"]
-        running += values["running"]
-        act += values["act"]
+        for field, value in zip(PARTITION_FIELDS, replies[2 * p], strict=True):
+            totals[field] += int(value or 0)
         backlog += replies[2 * p + 1]
-    return waiting, running, act, backlog
+    return Scan(backlog=backlog, **totals)
 
 
 async def watch_for_end(client: Any, keys: Keys, partitions: int, gatherer: Gatherer) -> None:
@@ -359,13 +371,13 @@ async def watch_for_end(client: Any, keys: Keys, partitions: int, gatherer: Gath
     while True:
         if await gatherer.round() >= READ_COUNT:
             continue  # behind: gather on before looking at the end
-        waiting, running, act, _ = await scan(client, keys, partitions)
-        if waiting == 0 and running == 0:
+        first = await scan(client, keys, partitions)
+        if first.waiting == 0 and first.running == 0:
             await asyncio.sleep(GRACE)
             while await gatherer.round():
                 pass
-            waiting2, running2, act2, backlog = await scan(client, keys, partitions)
-            if (waiting2, running2, act2, backlog) == (0, 0, act, 0):
+            second = await scan(client, keys, partitions)
+            if (second.waiting, second.running, second.act, second.backlog) == (0, 0, first.act, 0):
                 return
         else:
             await asyncio.sleep(IDLE)

@@ -30,6 +30,7 @@ from .layout import Layout
 from .leases import Leases
 from .node import HEARTBEAT, Node, live_nodes, register
 from .ownnode import OwnNode, following_coordinator
+from .progress import keep_publishing, publish_now
 from .redisconn import advising_when_gone, cancel, joining, open_clients, persist, pipelined
 from .restore import restore_if_due
 from .shard import registered_shards
@@ -148,6 +149,7 @@ async def _coordinate(
                     node_task = tg.create_task(_own_node(node, client, keys, layout))
                 renewing = tg.create_task(_renew(client, keys, layout, lease))
                 listing = tg.create_task(_list_shards(client, keys, out))
+                publishing = tg.create_task(keep_publishing(client, sync, keys, layout, db, crawl_id))
                 ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
                 stopping = tg.create_task(_watch_for_stop(client, keys))
                 limits = tg.create_task(_watch_limits(client, keys, layout, config))
@@ -179,11 +181,12 @@ async def _coordinate(
                 leaving = outcome != "interrupted" and config.revisit.every is None
                 reports = await _final_reports(client, sync, keys, gatherer, wait=leaving)
                 heartbeats = await persist("reading nodes", lambda: asyncio.to_thread(all_nodes, sync, keys))
-                await cancel({renewing, listing} if live is None else {renewing, listing, live})
+                await cancel({renewing, listing, publishing, *filter(None, [live])})
         if outcome == "finished":
             lost = await db.run(settle_unreached, crawl_id)
             if lost:
                 log.warning("%d link(s) were taken for seen URLs by the Bloom filter and not crawled", lost)
+        await publish_now(client, sync, keys, layout, db, crawl_id, outcome)
         counts = await scan(client, keys, layout.partitions)
         nodes = _run_nodes(reports, heartbeats, await db.run(_gathered_since, crawl_id, before))
         report = CrawlReport(
@@ -194,7 +197,7 @@ async def _coordinate(
             elapsed=max((r.get("elapsed", 0) for r in reports.values()), default=0),
             done_total=await db.run(_count_state, crawl_id, 2),
             failed_total=await db.run(_count_state, crawl_id, 3),
-            waiting=counts[0],
+            waiting=counts.waiting,
             **await db.run(outcome_counts, crawl_id),
         )
         (out / f"{config.name}-nodes.json").write_text(json.dumps(nodes, indent=2, sort_keys=True))
@@ -427,6 +430,6 @@ async def _live_reports(
     """The crawl's progress and its live nodes, every few seconds."""
     while True:
         await asyncio.sleep(LIVE_EVERY)
-        waiting, running, _act, backlog = await scan(client, keys, layout.partitions)
+        counts = await scan(client, keys, layout.partitions)
         nodes = await persist("reading nodes", lambda: asyncio.to_thread(live_nodes, sync, keys))
-        on_event(Gathering(keys.name, gatherer.ingested, waiting, running, backlog, nodes))
+        on_event(Gathering(keys.name, gatherer.ingested, counts.waiting, counts.running, counts.backlog, nodes))

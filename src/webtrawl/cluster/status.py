@@ -68,22 +68,18 @@ async def crawl_status(url: str, name: str) -> dict[str, Any]:
     try:
         keys = Keys(name)
         _config, layout = await load_crawl(client, keys, out=Path("."))
-        waiting, running, _act, backlog = await scan(client, keys, layout.partitions)
-        pipe = client.pipeline(transaction=False)
-        for p in range(layout.partitions):
-            pipe.hmget(keys.counters(p), "done", "failed")
-        finished = [tuple(int(v or 0) for v in row) for row in await pipe.execute()]
+        counts = await scan(client, keys, layout.partitions)
         nodes = await asyncio.to_thread(all_nodes, sync, keys)
         blooms = [await bloom_stats(client, keys.partition(p)) for p in range(layout.partitions)]
         return {
             "name": name,
             "control": ((await client.get(keys.control)) or b"run").decode(),
             "counts": {
-                "waiting": waiting,
-                "running": running,
-                "done": sum(done for done, _failed in finished),
-                "failed": sum(failed for _done, failed in finished),
-                "to gather": backlog,
+                "waiting": counts.waiting,
+                "running": counts.running,
+                "done": counts.done,
+                "failed": counts.failed,
+                "to gather": counts.backlog,
             },
             "nodes": nodes,
             "dedup": layout.dedup,

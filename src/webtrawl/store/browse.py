@@ -159,25 +159,65 @@ def list_pages(
     budget: float = SCAN_BUDGET,
 ) -> PageList:
     """One page of the crawl's captures (every capture: a URL fetched twice is listed twice): the first, the
-    one after the cursor `after`, or the one before the cursor `before` (read backwards along the index).
+    one after the cursor `after`, or the one before the cursor `before` (read backwards along the index)."""
+    backwards = before is not None
+    cursor = before if backwards else after
+    start = decode_cursor(cursor, sort) if cursor is not None else None
+    read = read_pages(conn, crawl_id, filters, sort, descending != backwards, start, limit, window, budget)
+    return page_list(read, cursor, backwards)
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """Captures read along a sort order (forwards or backwards), each with its sort key."""
+
+    found: list[tuple[tuple[Any, ...], PageRow]]
+    """At most the `limit` asked for, in the order read."""
+    more: tuple[Any, ...] | None
+    """Where reading on starts (in the order read): the last key of `found`, or the last key read when the
+    time ran out (`partial`); None when nothing is left."""
+    partial: bool
+
+
+def page_list(read: Read, cursor: str | None, backwards: bool) -> PageList:
+    """The page `read` from `cursor` makes, shown in the sort's order; read backwards, what comes next starts
+    after its last row shown."""
+    found = read.found
+    ahead = None if read.more is None else encode_cursor(read.more)
+    if backwards:
+        found = found[::-1]
+        back = encode_cursor(found[-1][0]) if found else cursor
+        return PageList([row for _key, row in found], back, read.partial, previous=ahead)
+    back = None if cursor is None else encode_cursor(found[0][0]) if found else cursor
+    return PageList([row for _key, row in found], ahead, read.partial, previous=back)
+
+
+def read_pages(
+    conn: sqlite3.Connection,
+    crawl_id: int,
+    filters: Filters,
+    sort: Sort,
+    descending: bool,
+    start: list[Any] | None,
+    limit: int,
+    window: int = SCAN_WINDOW,
+    budget: float = SCAN_BUDGET,
+) -> Read:
+    """The next `limit` captures matching `filters` after the key `start` (None: from the first), in the
+    order of `sort` (`descending` or not).
 
     The sort's index gives the keys of the next captures in order (reading the index alone), then their
     rows are read by id. Unfiltered, that is `limit` keys. Filtered, it is a growing number of keys at a
     time (up to `window`), each row checked, until the page is full or `budget` seconds have passed: a
     filter that matches one capture in a million then returns a short page (`partial`) in bounded time
-    instead of reading the whole table, and its cursor goes on from the last capture read.
+    instead of reading the whole table, and reading goes on from the last capture read.
     """
     filtered, params = filters.where()
-    backwards = before is not None
-    cursor = before if backwards else after
-    start = decode_cursor(cursor, sort) if cursor is not None else None
     deadline = time.monotonic() + budget
     found: list[tuple[tuple[Any, ...], PageRow]] = []
     step = min(window, 4 * (limit + 1)) if filtered else limit + 1
-    more: tuple[Any, ...] | None = None  # where reading on (in the direction read) starts
-    partial = False
     while True:
-        keys = _keys_after(conn, crawl_id, sort, descending != backwards, start, step)
+        keys = _keys_after(conn, crawl_id, sort, descending, start, step)
         rows = {
             row[0]: row
             for row in conn.execute(
@@ -191,22 +231,12 @@ def list_pages(
             if key[-1] in rows
         ]
         if len(found) > limit:
-            more = found[limit - 1][0]
-            break
+            return Read(found[:limit], found[limit - 1][0], False)
         if len(keys) < step:
-            break
+            return Read(found, None, False)
         start, step = list(keys[-1]), min(window, step * 4)
         if time.monotonic() >= deadline:
-            more, partial = keys[-1], True
-            break
-    found = found[:limit]
-    ahead = None if more is None else encode_cursor(more)
-    if backwards:  # shown in the sort's order; what comes next starts after the last row shown
-        found.reverse()
-        back = encode_cursor(found[-1][0]) if found else cursor
-        return PageList([row for _key, row in found], back, partial, previous=ahead)
-    back = None if cursor is None else encode_cursor(found[0][0]) if found else cursor
-    return PageList([row for _key, row in found], ahead, partial, previous=back)
+            return Read(found, keys[-1], True)
 
 
 def _keys_after(

@@ -5,14 +5,17 @@ unchanged capture the one it repeats.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
-import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..models import State
 from ..urls import fingerprint
 from .browse import FROM, ROW, PageRow
-from .replay import capture_by_id, original_of
+from .replay import capture_in, original_in
+from .shards import Sources
 
 MAX_LINKS = 500
 """In-links and out-links listed on a capture's detail (the totals are counted in full)."""
@@ -98,12 +101,18 @@ In-links have a table of their own, keyed by target (see `store.schema`), filled
 catches up."""
 
 
-def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail | None:
-    cursor = conn.execute(
+def detail(sources: Sources, capture_id: int) -> Detail | None:
+    """Capture `capture_id` (a crawl-wide id, `Sources.capture_id`) and what the crawl knows around it, read in
+    every source: its URL may have been fetched, linked and linked to in several shards."""
+    located = sources.locate(capture_id)
+    if located is None:
+        return None
+    source, local = located
+    cursor = source.conn.execute(
         f"SELECT {ROW}, {', '.join(f'c.{name}' for name in _PLAIN)}, c.fp, c.redirects, c.location, "
         f"c.request_headers, c.response_headers, c.unchanged, u.kind, u.state, u.reason, u.referrer_fp {FROM} "
         "WHERE c.crawl_id = ? AND c.id = ?",
-        (crawl_id, capture_id),
+        (source.crawl_id, local),
     )
     row = cursor.fetchone()
     if row is None:
@@ -111,28 +120,31 @@ def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail |
     n = len(PageRow.__slots__)
     more = dict(zip((column[0] for column in cursor.description[n:]), row[n:], strict=True))
     fp, state, location = more["fp"], more["state"], more["location"]
-    out_links, out_total = _link_rows(conn, crawl_id, "out", fp)
-    in_links, in_total = _link_rows(conn, crawl_id, "in", fp)
+    out_links, out_total = _link_rows(sources, "out", fp)
+    in_links, in_total = _link_rows(sources, "in", fp)
     return Detail(
-        page=PageRow(**dict(zip(PageRow.__slots__, row[:n], strict=True))),
+        page=PageRow(**dict(zip(PageRow.__slots__, (capture_id, *row[1:n]), strict=True))),
         **{name: more[name] for name in _PLAIN},
         unchanged=bool(more["unchanged"]),
-        repeats=_repeated(conn, crawl_id, capture_id) if more["unchanged"] else None,
+        repeats=_repeated(sources, capture_id) if more["unchanged"] else None,
         kind=more["kind"],
         state=None if state is None else State(state).name.lower(),
         reason=more["reason"],
-        referrer=_link_row(conn, crawl_id, more["referrer_fp"]),
+        referrer=link_row(sources, more["referrer_fp"]),
         redirects=json.loads(more["redirects"] or "[]"),
-        location=_link_row(conn, crawl_id, fingerprint(location) if location else None),
+        location=link_row(sources, fingerprint(location) if location else None),
         request_headers=[tuple(pair) for pair in json.loads(more["request_headers"] or "[]")],
         response_headers=[tuple(pair) for pair in json.loads(more["response_headers"] or "[]")],
-        captures=[
-            CaptureRef(*ref)
-            for ref in conn.execute(
-                "SELECT id, fetched_at, status FROM captures WHERE crawl_id = ? AND fp = ? ORDER BY fetched_at, id",
-                (crawl_id, fp),
-            )
-        ],
+        captures=sorted(
+            (
+                CaptureRef(sources.capture_id(each, ref_id), fetched_at, status)
+                for each in sources.all
+                for ref_id, fetched_at, status in each.conn.execute(
+                    "SELECT id, fetched_at, status FROM captures WHERE crawl_id = ? AND fp = ?", (each.crawl_id, fp)
+                )
+            ),
+            key=lambda ref: (ref.fetched_at, ref.id),
+        ),
         out_links=out_links,
         out_total=out_total,
         in_links=in_links,
@@ -140,37 +152,70 @@ def detail(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Detail |
     )
 
 
-def _repeated(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> Repeated | None:
-    """The capture unchanged capture `capture_id` repeats, found as the archive view finds it."""
-    revisit = capture_by_id(conn, crawl_id, capture_id)
-    original = original_of(conn, crawl_id, revisit) if revisit is not None else None
+def _repeated(sources: Sources, capture_id: int) -> Repeated | None:
+    """The capture unchanged capture `capture_id` repeats, found as the archive view finds it, in whichever
+    source holds it."""
+    revisit = capture_in(sources, capture_id)
+    original = None if revisit is None else original_in(sources.all, revisit)
     if original is None:
         return None
-    return Repeated(original.id, original.fetched_at, original.status, original.warc_file, original.node)
+    capture = original.capture
+    return Repeated(
+        sources.capture_id(original.source, capture.id), capture.fetched_at, capture.status, capture.warc_file,
+        capture.node,
+    )  # fmt: skip
 
 
-def _link_rows(conn: sqlite3.Connection, crawl_id: int, direction: str, fp: int) -> tuple[list[LinkRow], int]:
+def linked_fps(sources: Sources, direction: str, fp: int, after: int | None = None) -> Iterator[int]:
+    """The fingerprints of the URLs the URL `fp` links to (or is linked from, `direction`) in any source, in
+    order, each once (one page may have been fetched, and its links kept, in two shards): a merge of each
+    source's link table read along its key."""
+    table, this, other = LINK_TABLES[direction]
+    past = "" if after is None else f" AND {other} > ?"
+    query = f"SELECT {other} FROM {table} WHERE crawl_id = ? AND {this} = ?{past} ORDER BY {other}"
+    runs = [
+        (end for (end,) in source.conn.execute(query, (source.crawl_id, fp, *(() if after is None else (after,)))))
+        for source in sources.all
+    ]
+    return (end for end, _same in itertools.groupby(heapq.merge(*runs)))
+
+
+def _link_rows(sources: Sources, direction: str, fp: int) -> tuple[list[LinkRow], int]:
     """The first MAX_LINKS URLs the URL `fp` links to (or is linked from, `direction`), as the crawl knows
     them, sorted; and how many there are in all."""
-    table, this, other = LINK_TABLES[direction]
-    query = f"SELECT {other} FROM {table} WHERE crawl_id = ? AND {this} = ?"
-    fps = [end for (end,) in conn.execute(f"{query} LIMIT ?", (crawl_id, fp, MAX_LINKS))]
-    (total,) = conn.execute(f"SELECT COUNT(*) FROM ({query})", (crawl_id, fp)).fetchone()
-    rows = [_link_row(conn, crawl_id, end) for end in fps]
-    return sorted((row for row in rows if row is not None), key=lambda row: row.url), int(total)
+    total, fps = 0, []
+    for end in linked_fps(sources, direction, fp):
+        total += 1
+        if total <= MAX_LINKS:
+            fps.append(end)
+    rows = [link_row(sources, end) for end in fps]
+    return sorted((row for row in rows if row is not None), key=lambda row: row.url), total
 
 
-def _link_row(conn: sqlite3.Connection, crawl_id: int, fp: int | None) -> LinkRow | None:
+def link_row(sources: Sources, fp: int | None) -> LinkRow | None:
+    """The URL `fp` as the crawl knows it: its furthest state in any source (a shard that only saw it linked
+    has it waiting, the one that fetched it done), or why it was dropped; and its latest capture."""
     if fp is None:
         return None
-    url, state, dropped, capture_id = conn.execute(
-        "SELECT COALESCE(u.url, d.url), u.state, d.reason, "
-        "(SELECT MAX(id) FROM captures c WHERE c.crawl_id = ?1 AND c.fp = ?2) "
-        "FROM (SELECT 1) LEFT JOIN urls u ON u.crawl_id = ?1 AND u.fp = ?2 "
-        "LEFT JOIN dropped d ON d.crawl_id = ?1 AND d.fp = ?2",
-        (crawl_id, fp),
-    ).fetchone()
+    url: str | None = None
+    states: list[int] = []
+    dropped: str | None = None
+    latest: tuple[float, int] | None = None  # (fetched at, crawl-wide id)
+    for source in sources.all:
+        known, state, reason = source.conn.execute(
+            "SELECT COALESCE(u.url, d.url), u.state, d.reason FROM (SELECT 1) "
+            "LEFT JOIN urls u ON u.crawl_id = ?1 AND u.fp = ?2 LEFT JOIN dropped d ON d.crawl_id = ?1 AND d.fp = ?2",
+            (source.crawl_id, fp),
+        ).fetchone()
+        url, dropped = url or known, dropped or reason
+        states += [] if state is None else [state]
+        for at, local in source.conn.execute(
+            "SELECT fetched_at, id FROM captures WHERE crawl_id = ? AND fp = ? ORDER BY fetched_at DESC, id DESC "
+            "LIMIT 1",
+            (source.crawl_id, fp),
+        ):
+            latest = max(latest or (at, 0), (at, sources.capture_id(source, local)))
     if url is None:
         return None
-    label = State(state).name.lower() if state is not None else f"dropped: {dropped}"
-    return LinkRow(url=url, capture_id=capture_id, state=label)
+    label = State(max(states)).name.lower() if states else f"dropped: {dropped}"
+    return LinkRow(url=url, capture_id=None if latest is None else latest[1], state=label)

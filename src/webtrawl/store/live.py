@@ -25,6 +25,7 @@ from ..models import FrontierCounts, State
 from ..stats import Stats
 from .crawls import crawl_id_of
 from .db import DB_NAME, connect, transaction
+from .shards import Sources
 
 COMMANDS = ("run", "pause", "stop")
 """What a crawl can be told: run (resume after a pause), pause (claim nothing), stop (end the run)."""
@@ -156,6 +157,15 @@ def read_snapshot(conn: sqlite3.Connection, crawl_id: int) -> tuple[float, dict[
     return None if row is None else (float(row[0]), json.loads(row[1]))
 
 
+def published_counts(published: tuple[float, dict[str, Any]] | None, live: bool) -> dict[str, Any] | None:
+    """The URL counts of the crawl's snapshot when they are the best there are: while its process runs (`live`),
+    and for a distributed crawl, once it stopped too (its coordinator's last word: Redis held the counts, and a
+    shard holds only its node's part of the URLs). None when the store's own are better (`stored_counts`)."""
+    if published is not None and (live or published[1].get("distributed")):
+        return dict(published[1]["counts"])
+    return None
+
+
 def stored_counts(conn: sqlite3.Connection, crawl_id: int) -> dict[str, Any]:
     """The frontier's counts as the store holds them, for a crawl whose process is not running.
 
@@ -183,8 +193,9 @@ class CrawlTotals:
     captures: int
     bytes: int
     last_fetch_at: float | None
-    upto: int
-    """The last capture id counted: counting on from here reads only captures added since."""
+    upto: dict[str, int]
+    """Per source (by its directory), the last capture id counted: counting on from here reads only captures
+    added since."""
 
     def pace(self, live_rate: float | None) -> tuple[float, float]:
         """(elapsed seconds, pages/s): while the crawl runs (`live_rate`: its current rate), from its creation to
@@ -201,21 +212,31 @@ def time_left(waiting: int, running: int, pages_per_second: float) -> float | No
     return (waiting + running) / pages_per_second if pages_per_second > 0 else None
 
 
-def crawl_totals(conn: sqlite3.Connection, crawl_id: int, since: CrawlTotals | None = None) -> CrawlTotals:
-    """The crawl's captures and bytes, counted on from `since` (captures are only ever added, with growing
-    ids), so a reading every second costs the captures of that second, not a count of a million."""
-    (started_at,) = conn.execute("SELECT created_at FROM crawls WHERE id = ?", (crawl_id,)).fetchone()
-    upto = since.upto if since else 0
-    added, size, last_id = conn.execute(
-        "SELECT COUNT(*), TOTAL(size), MAX(id) FROM captures WHERE id > ? AND crawl_id = ?", (upto, crawl_id)
-    ).fetchone()
-    (last,) = conn.execute("SELECT MAX(fetched_at) FROM captures WHERE crawl_id = ?", (crawl_id,)).fetchone()
+def crawl_totals(sources: Sources, since: CrawlTotals | None = None) -> CrawlTotals:
+    """The crawl's captures and bytes in every source, counted on from `since` (captures are only ever added,
+    with growing ids), so a reading every second costs the captures of that second, not a count of a million."""
+    started_at, captures, size, last = math.inf, 0, 0, None
+    if since is not None and set(since.upto) - {str(source.directory) for source in sources.all}:
+        since = None  # a source counted before is gone (a shard out of reach, or the shards replaced one database)
+    upto = dict(since.upto) if since else {}
+    for source in sources.all:
+        (created_at,) = source.conn.execute("SELECT created_at FROM crawls WHERE id = ?", (source.crawl_id,)).fetchone()
+        added, more, last_id = source.conn.execute(
+            "SELECT COUNT(*), TOTAL(size), MAX(id) FROM captures WHERE id > ? AND crawl_id = ?",
+            (upto.get(str(source.directory), 0), source.crawl_id),
+        ).fetchone()
+        (latest,) = source.conn.execute(
+            "SELECT MAX(fetched_at) FROM captures WHERE crawl_id = ?", (source.crawl_id,)
+        ).fetchone()
+        started_at, captures, size = min(started_at, float(created_at)), captures + added, size + int(more)
+        last = latest if last is None or (latest is not None and latest > last) else last
+        upto[str(source.directory)] = last_id or upto.get(str(source.directory), 0)
     return CrawlTotals(
-        started_at=float(started_at),
-        captures=(since.captures if since else 0) + added,
-        bytes=(since.bytes if since else 0) + int(size),
+        started_at=started_at if sources.all else time.time(),
+        captures=(since.captures if since else 0) + captures,
+        bytes=(since.bytes if since else 0) + size,
         last_fetch_at=last,
-        upto=last_id or upto,
+        upto=upto,
     )
 
 
@@ -229,21 +250,30 @@ class RateHistory:
     """Captures per second in each step from `start`, the last one over the part of it that has passed."""
 
 
-def rate_history(conn: sqlite3.Connection, crawl_id: int, end: float, points: int = 120) -> RateHistory:
-    """Pages per second over the whole crawl, from its first capture to `end`, in at most `points` steps of
-    whole seconds. One pass over the crawl's capture times (an index of them)."""
-    (start,) = conn.execute("SELECT MIN(fetched_at) FROM captures WHERE crawl_id = ?", (crawl_id,)).fetchone()
-    if start is None:
+def rate_history(sources: Sources, end: float, points: int = 120) -> RateHistory:
+    """Pages per second over the whole crawl, from its first capture (in any source) to `end`, in at most
+    `points` steps of whole seconds. One pass over each source's capture times (an index of them)."""
+    firsts = [
+        first
+        for source in sources.all
+        for (first,) in source.conn.execute(
+            "SELECT MIN(fetched_at) FROM captures WHERE crawl_id = ?", (source.crawl_id,)
+        )
+        if first is not None
+    ]
+    if not firsts:
         return RateHistory(0.0, 1.0, [])
+    start = min(firsts)
     end = max(end, start)
     step = float(max(1, math.ceil((end - start) / points)))
     counts = [0] * max(1, math.ceil((end - start) / step))
-    for at, count in conn.execute(
-        "SELECT CAST((fetched_at - ?1) / ?2 AS INTEGER), COUNT(*) FROM captures "
-        "WHERE crawl_id = ?3 AND fetched_at >= ?1 GROUP BY 1",
-        (start, step, crawl_id),
-    ):
-        counts[min(at, len(counts) - 1)] += count
+    for source in sources.all:
+        for at, count in source.conn.execute(
+            "SELECT CAST((fetched_at - ?1) / ?2 AS INTEGER), COUNT(*) FROM captures "
+            "WHERE crawl_id = ?3 AND fetched_at >= ?1 GROUP BY 1",
+            (start, step, source.crawl_id),
+        ):
+            counts[min(at, len(counts) - 1)] += count
     last_part = max(end - start - step * (len(counts) - 1), 1.0)
     rates = [count / step for count in counts[:-1]] + [counts[-1] / min(step, last_part)]
     return RateHistory(float(start), step, [round(rate, 2) for rate in rates])

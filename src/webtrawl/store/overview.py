@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
+from collections import Counter
 from dataclasses import dataclass
 
-from .index import drop_counts, failure_counts, unindexed
-from .live import ACTIVE, STALE_AFTER, crawl_totals, read_snapshot, stored_counts
+from .index import unindexed
+from .live import ACTIVE, STALE_AFTER, crawl_totals, published_counts, read_snapshot, stored_counts
+from .problems import drop_counts_of, failure_counts_of
 from .schedule import Due, due_counts
+from .shards import Sources
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,20 +40,28 @@ class Overview:
     """Ended URLs by when their revisit is due (`--recrawl` fetches those due)."""
 
 
-def overview(conn: sqlite3.Connection, crawl_id: int) -> Overview:
-    """The crawl's totals. While its process runs, the URL counts and rate come from the snapshot it publishes
-    every second (URLs it has handed out are still `waiting` in the store until their batch commits)."""
-    totals = crawl_totals(conn, crawl_id)
-    statuses = dict(
-        conn.execute(
-            "SELECT IFNULL(status, 0), COUNT(*) FROM captures WHERE crawl_id = ? GROUP BY IFNULL(status, 0)",
-            (crawl_id,),
-        ).fetchall()
-    )
-    published = read_snapshot(conn, crawl_id)
+def overview(sources: Sources) -> Overview:
+    """The crawl's totals, over every source. The URL counts and the state are the crawl's own, kept in its
+    directory (`Sources.home`): while its process runs, from the snapshot it publishes every second (URLs it
+    has handed out are still `waiting` in the store until their batch commits), and a distributed crawl's
+    from its coordinator's last snapshot (`store.live.published_counts`)."""
+    home = sources.home
+    assert home is not None, "an overview reads the crawl's own directory"
+    totals = crawl_totals(sources)
+    statuses: Counter[int] = Counter()
+    for source in sources.all:
+        statuses.update(
+            dict(
+                source.conn.execute(
+                    "SELECT IFNULL(status, 0), COUNT(*) FROM captures WHERE crawl_id = ? GROUP BY IFNULL(status, 0)",
+                    (source.crawl_id,),
+                ).fetchall()
+            )
+        )
+    published = read_snapshot(home.conn, home.crawl_id)
     snap = published[1] if published else {}
     live = bool(published and snap["state"] in ACTIVE and time.time() - published[0] < STALE_AFTER)
-    counts = snap["counts"] if live else stored_counts(conn, crawl_id)
+    counts = published_counts(published, live) or stored_counts(home.conn, home.crawl_id)
     elapsed, rate = totals.pace(float(snap["pages_per_second"]) if live else None)
     state = snap["state"] if live or (snap and snap["state"] not in ACTIVE) else "not running" if snap else "unknown"
     return Overview(
@@ -63,13 +73,27 @@ def overview(conn: sqlite3.Connection, crawl_id: int) -> Overview:
         waiting_by_depth={int(depth): n for depth, n in counts["waiting_by_depth"].items()},
         captures=totals.captures,
         bytes=totals.bytes,
-        statuses=statuses,
-        failures={reason or "(no reason)": n for reason, n in failure_counts(conn, crawl_id).items()},
-        drops=drop_counts(conn, crawl_id),
+        statuses=dict(statuses),
+        failures=failure_counts_of(sources),
+        drops=drop_counts_of(sources),
         started_at=totals.started_at,
         last_fetch_at=totals.last_fetch_at,
         elapsed=elapsed,
         pages_per_second=rate,
-        unindexed=unindexed(conn),
-        due=due_counts(conn, crawl_id, time.time()),
+        unindexed=sum(unindexed(source.conn) for source in sources.all),
+        due=_due(sources),
+    )
+
+
+def _due(sources: Sources) -> Due:
+    """Ended URLs by when their revisit is due, over every source (each URL's schedule is kept where it was
+    fetched)."""
+    now = time.time()
+    each = [due_counts(source.conn, source.crawl_id, now) for source in sources.all]
+    return Due(
+        now=sum(due.now for due in each),
+        within_hour=sum(due.within_hour for due in each),
+        within_day=sum(due.within_day for due in each),
+        later=sum(due.later for due in each),
+        next_at=min((due.next_at for due in each if due.next_at is not None), default=None),
     )

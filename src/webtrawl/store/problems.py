@@ -1,25 +1,36 @@
 """What the dashboard's lists of failed and dropped URLs read: the URLs a crawl could not or would not fetch,
-with the reason, a page at a time.
+with the reason, a page at a time, over every source of the crawl (`store.shards.Sources`: an embedded
+crawl's one database, or each readable shard of a distributed crawl's) as one crawl.
 
 Both lists page by a keyset (the last row's key as the cursor) along an index they already have: failed URLs
-by their row id within `urls_state`, dropped ones by fingerprint, the drop log's primary key (an order with
-no meaning, but one that costs the same on the thousandth page as on the first). A reason filter is checked
-row by row along that order: failures and drops are few beside the pages, and the counts by reason that
-head each list come from the same group-by the overview shows.
+by their row id within `urls_state`, shard after shard (a URL fails in the one shard whose node handled it;
+the others may hold it as waiting, linked from their pages), dropped ones by fingerprint, the drop log's
+primary key (an order with no meaning, but one that costs the same on the thousandth page as on the first),
+every source's merged. A URL several nodes dropped is listed and counted once, with the reason and referrer
+of the lowest-numbered shard that dropped it, and not at all if any source took it. A reason filter is
+checked row by row along that order: failures and drops are few beside the pages, and the counts by reason
+that head each list are the overview's.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from dataclasses import dataclass
+import heapq
+import itertools
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from ..models import State
 from .index import drop_counts, failure_counts
+from .shards import Source, Sources, global_id, split_id
 
 Row = TypeVar("Row")
 NO_REASON = "(no reason)"
 """How a failed URL without a recorded reason is listed, counted (as the overview counts it) and filtered."""
+CHUNK = 500
+"""Dropped URLs checked against the other sources in one query each, when counting them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,7 +42,8 @@ class FailedRow:
     updated_at: float
     """When the URL last changed state: when it failed."""
     capture_id: int | None
-    """Its latest capture, when a fetch got as far as one (an HTTP error does; a refused connection not)."""
+    """Its latest capture (`Sources.capture_id`), when a fetch got as far as one (an HTTP error does; a
+    refused connection not)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +53,7 @@ class DroppedRow:
     referrer: str | None
     """The page that linked it first (None for a URL refused before any page linked it, as a sitemap's)."""
     referrer_capture_id: int | None
-    """That page's latest capture."""
+    """That page's latest capture in any source (`Sources.capture_id`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,44 +67,172 @@ class Listed(Generic[Row]):
     """Every reason with its count, most frequent first: what the filter offers."""
 
 
-def list_failed(
-    conn: sqlite3.Connection, crawl_id: int, reason: str = "", *, after: int | None = None, limit: int = 50
-) -> Listed[FailedRow]:
-    """One page of the crawl's failed URLs in the order they were found, those failed for `reason` if given."""
-    reasons = {why or NO_REASON: n for why, n in failure_counts(conn, crawl_id).items()}
-    found = conn.execute(
-        "SELECT u.id, u.url, IFNULL(u.reason, ?1), u.attempts, u.depth, u.updated_at, "
-        "(SELECT MAX(c.id) FROM captures c WHERE c.crawl_id = u.crawl_id AND c.fp = u.fp) "
-        "FROM urls u WHERE u.crawl_id = ?2 AND u.state = ?3 AND u.id > ?4 "
-        "AND (?5 = '' OR IFNULL(u.reason, ?1) = ?5) ORDER BY u.id LIMIT ?6",
-        (NO_REASON, crawl_id, State.FAILED, after or 0, reason, limit + 1),
-    ).fetchall()
-    rows = [
-        FailedRow(url=url, reason=why, attempts=attempts, depth=depth, updated_at=at, capture_id=capture)
-        for _id, url, why, attempts, depth, at, capture in found[:limit]
-    ]
+def failure_counts_of(sources: Sources) -> dict[str, int]:
+    """Failed URLs counted by reason over every source, most frequent first, "(no reason)" for none: each
+    failed URL is failed in one source only, so the sources' counts add up."""
+    total: Counter[str] = Counter()
+    for source in sources.all:
+        for reason, n in failure_counts(source.conn, source.crawl_id).items():
+            total[reason or NO_REASON] += n
+    return _most_first(total)
+
+
+def drop_counts_of(sources: Sources) -> dict[str, int]:
+    """Dropped URLs the crawl never took counted by reason over every source, most frequent first, each URL
+    once however many nodes dropped it (one source counts them in SQL alone)."""
+    if len(sources.all) == 1:
+        (source,) = sources.all
+        return drop_counts(source.conn, source.crawl_id)
+    return _most_first(Counter(drop.reason for _source, drop in _drops(sources, "", None, CHUNK)))
+
+
+def _most_first(counts: Counter[str]) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def list_failed(sources: Sources, reason: str = "", *, after: int | None = None, limit: int = 50) -> Listed[FailedRow]:
+    """One page of the crawl's failed URLs in the order each source found them (shard after shard), those
+    failed for `reason` if given.
+
+    The cursor is the last row's id (an embedded crawl's, as ever) or, across shards, its shard number and id
+    in one integer (`shards.global_id`), so it orders as (shard, id)."""
+    reasons = failure_counts_of(sources)
+    found = list(itertools.islice(_failed(sources, reason, after), limit + 1))
+    pages = _pages(sources, [fp for _key, fp, _row in found[:limit]])
+    rows = [replace(row, capture_id=pages.get(fp, _NOWHERE).capture_id) for _key, fp, row in found[:limit]]
     more = found[limit - 1][0] if len(found) > limit else None
     return Listed(rows, more, reasons.get(reason, 0) if reason else sum(reasons.values()), reasons)
+
+
+def _failed(sources: Sources, reason: str, after: int | None) -> Iterator[tuple[int, int, FailedRow]]:
+    """(cursor key, fingerprint, row without its capture) of the failed URLs after `after`, source by source
+    in id order."""
+    start, floor = _failed_start(sources, after)
+    for source in sorted(sources.all, key=lambda s: s.number):
+        if source.number < start:
+            continue
+        for id_, fp, url, why, attempts, depth, at in source.conn.execute(
+            "SELECT id, fp, url, IFNULL(reason, ?1), attempts, depth, updated_at FROM urls "
+            "WHERE crawl_id = ?2 AND state = ?3 AND id > ?4 AND (?5 = '' OR IFNULL(reason, ?1) = ?5) ORDER BY id",
+            (NO_REASON, source.crawl_id, State.FAILED, floor if source.number == start else 0, reason),
+        ):
+            key = global_id(source.number, id_) if sources.distributed else id_
+            yield (
+                key,
+                fp,
+                FailedRow(url=url, reason=why, attempts=attempts, depth=depth, updated_at=at, capture_id=None),
+            )
+
+
+def _failed_start(sources: Sources, after: int | None) -> tuple[int, int]:
+    """The shard number and the id in it that a failed list's cursor resumes after."""
+    if after is None:
+        return -1, 0
+    if not sources.distributed:
+        return 0, after
+    number, local = split_id(after)
+    return (-1, 0) if number is None else (number, local)
 
 
 def list_dropped(
-    conn: sqlite3.Connection, crawl_id: int, reason: str = "", *, after: int | None = None, limit: int = 50
+    sources: Sources, reason: str = "", *, after: int | None = None, limit: int = 50
 ) -> Listed[DroppedRow]:
     """One page of the URLs the crawl refused and never took, those refused for `reason` if given, each with
-    the page that linked it."""
-    reasons = drop_counts(conn, crawl_id)
-    found = conn.execute(
-        "SELECT d.fp, d.url, d.reason, r.url, "
-        "(SELECT MAX(c.id) FROM captures c WHERE c.crawl_id = d.crawl_id AND c.fp = d.referrer_fp) "
-        "FROM dropped d LEFT JOIN urls r ON r.crawl_id = d.crawl_id AND r.fp = d.referrer_fp "
-        f"WHERE d.crawl_id = ?1 {'' if after is None else 'AND d.fp > ?2'} AND (?3 = '' OR d.reason = ?3) "
-        "AND NOT EXISTS (SELECT 1 FROM urls u WHERE u.crawl_id = d.crawl_id AND u.fp = d.fp) "
-        "ORDER BY d.fp LIMIT ?4",
-        (crawl_id, after, reason, limit + 1),
-    ).fetchall()
-    rows = [
-        DroppedRow(url=url, reason=why, referrer=referrer, referrer_capture_id=capture)
-        for _fp, url, why, referrer, capture in found[:limit]
-    ]
-    more = found[limit - 1][0] if len(found) > limit else None
+    the page that linked it. The cursor is the last row's fingerprint."""
+    reasons = drop_counts_of(sources)
+    found = [drop for _source, drop in itertools.islice(_drops(sources, reason, after, limit + 1), limit + 1)]
+    pages = _pages(sources, [drop.referrer_fp for drop in found[:limit] if drop.referrer_fp is not None])
+    rows = [_dropped_row(drop, pages) for drop in found[:limit]]
+    more = found[limit - 1].fp if len(found) > limit else None
     return Listed(rows, more, reasons.get(reason, 0) if reason else sum(reasons.values()), reasons)
+
+
+def _dropped_row(drop: _Drop, pages: dict[int, _Page]) -> DroppedRow:
+    referrer = _NOWHERE if drop.referrer_fp is None else pages.get(drop.referrer_fp, _NOWHERE)
+    return DroppedRow(url=drop.url, reason=drop.reason, referrer=referrer.url, referrer_capture_id=referrer.capture_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Drop:
+    fp: int
+    url: str
+    reason: str
+    referrer_fp: int | None
+
+
+def _drops(sources: Sources, reason: str, after: int | None, chunk: int) -> Iterator[tuple[Source, _Drop]]:
+    """The crawl's drops after fingerprint `after` in fingerprint order, each from the source that owns it (see
+    `_owned`), read `chunk` at a time from each source."""
+    merged = heapq.merge(*(_dropped_in(source, reason, after) for source in sources.all), key=lambda pair: pair[1].fp)
+    while found := list(itertools.islice(merged, chunk)):
+        yield from _owned(sources, found)
+
+
+def _dropped_in(source: Source, reason: str, after: int | None) -> Iterator[tuple[Source, _Drop]]:
+    """One source's drops after `after` that it did not take itself, in fingerprint order."""
+    for fp, url, why, referrer_fp in source.conn.execute(
+        "SELECT d.fp, d.url, d.reason, d.referrer_fp FROM dropped d "
+        f"WHERE d.crawl_id = ?1 {'' if after is None else 'AND d.fp > ?2'} AND (?3 = '' OR d.reason = ?3) "
+        "AND NOT EXISTS (SELECT 1 FROM urls u WHERE u.crawl_id = d.crawl_id AND u.fp = d.fp) ORDER BY d.fp",
+        (source.crawl_id, after, reason),
+    ):
+        yield source, _Drop(fp, url, why, referrer_fp)
+
+
+def _owned(sources: Sources, found: Sequence[tuple[Source, _Drop]]) -> list[tuple[Source, _Drop]]:
+    """The drops of `found` that no source took (has among its URLs) and that no lower-numbered source dropped
+    too: so a URL several nodes dropped is one drop, the same whatever the reason filter."""
+    if len(sources.all) == 1:
+        return list(found)
+    fps = json.dumps(sorted({drop.fp for _source, drop in found}))
+    taken: dict[int, set[int]] = {}
+    dropped: dict[int, set[int]] = {}
+    for other in sources.all:
+        taken[other.number], dropped[other.number] = set(), set()
+        for fp, in_urls, in_dropped in other.conn.execute(
+            "SELECT j.value, EXISTS (SELECT 1 FROM urls u WHERE u.crawl_id = ?1 AND u.fp = j.value), "
+            "EXISTS (SELECT 1 FROM dropped d WHERE d.crawl_id = ?1 AND d.fp = j.value) FROM json_each(?2) j",
+            (other.crawl_id, fps),
+        ):
+            if in_urls:
+                taken[other.number].add(fp)
+            if in_dropped:
+                dropped[other.number].add(fp)
+    return [
+        (source, drop)
+        for source, drop in found
+        if not any(drop.fp in fps for fps in taken.values())
+        and not any(drop.fp in fps for number, fps in dropped.items() if number < source.number)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    url: str | None
+    capture_id: int | None
+    """Its latest capture across the sources, as `Sources.capture_id` names it."""
+
+
+_NOWHERE = _Page(None, None)
+
+
+def _pages(sources: Sources, fps: Iterable[int]) -> dict[int, _Page]:
+    """The URL and latest capture of each fingerprint in `fps`, looked up in every source: a page may have been
+    fetched into another shard than the one that names it, or into several (a retry taken by another node)."""
+    wanted = sorted(set(fps))
+    if not wanted:
+        return {}
+    urls: dict[int, str] = {}
+    latest: dict[int, tuple[float, int]] = {}
+    for source in sources.all:
+        for fp, url, local, at in source.conn.execute(
+            "SELECT j.value, r.url, c.id, c.fetched_at FROM json_each(?2) j "
+            "LEFT JOIN urls r ON r.crawl_id = ?1 AND r.fp = j.value "
+            "LEFT JOIN captures c ON c.id = (SELECT MAX(id) FROM captures WHERE crawl_id = ?1 AND fp = j.value)",
+            (source.crawl_id, json.dumps(wanted)),
+        ):
+            if url is not None:
+                urls.setdefault(fp, url)
+            if local is not None and (fp not in latest or at > latest[fp][0]):
+                latest[fp] = at, sources.capture_id(source, local)
+    return {fp: _Page(urls.get(fp), latest[fp][1] if fp in latest else None) for fp in urls.keys() | latest.keys()}

@@ -13,11 +13,17 @@ holds no payload: its content is that of an earlier capture of the URL (`origina
 A rendered page brings more: the responses to its own requests (in `resources`, found by URL and time like
 captures, so its styles and images replay), and the document as rendered (`urn:dom:URL`), which replay
 shows in place of the served HTML: the scripts that built it never run in the archive.
+
+A crawl is read as its sources (`store.shards.Sources`: a distributed crawl's shards, or an embedded crawl's
+one database): each per-connection function here has a counterpart over them (`capture_in`, `original_in`,
+`nearest_capture_in`, `nearest_resource_in`, `archived_in`), because a page fetched by one node may have its
+images in another node's shard, and a re-fetch by one node may repeat what another fetched.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +31,7 @@ from typing import Any
 from ..errors import StoreError
 from ..parse.decode import decompress
 from ..urls import fingerprint
+from .shards import Source, Sources
 
 RECORD_LIMIT = 256 * 1024 * 1024
 """Bytes one inflated response record may have (headers and the body as received)."""
@@ -177,6 +184,66 @@ def is_archived(conn: sqlite3.Connection, crawl_id: int, url: str) -> bool:
         ).fetchone()
     )
     return row is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A capture and the source that holds it: its row, its WARC file (in `source.directory`) and the records
+    made for it (a rendered page's are written by the node that rendered it, into its own shard)."""
+
+    capture: ArchivedCapture
+    source: Source
+
+
+def capture_in(sources: Sources, capture_id: int) -> Found | None:
+    """The capture a reader names `capture_id` (`Sources.capture_id`), or None when no readable source has it."""
+    located = sources.locate(capture_id)
+    if located is None:
+        return None
+    source, local = located
+    capture = capture_by_id(source.conn, source.crawl_id, local)
+    return None if capture is None else Found(capture, source)
+
+
+def original_in(sources: Sequence[Source], revisit: Found) -> Found | None:
+    """The capture unchanged capture `revisit` repeats (`original_of`), in whichever source holds it: a node
+    may re-fetch a URL another node fetched first. Across sources the latest one is it."""
+    originals = [
+        Found(original, source)
+        for source in sources
+        if (original := original_of(source.conn, source.crawl_id, revisit.capture)) is not None
+    ]
+    return max(originals, key=lambda found: found.capture.fetched_at, default=None)
+
+
+def nearest_capture_in(sources: Sequence[Source], url: str, when: float) -> Found | None:
+    """The archived capture of normalized `url` nearest to `when` in any source (see `nearest_capture`)."""
+    return _nearest(sources, nearest_capture, url, when)
+
+
+def nearest_resource_in(sources: Sequence[Source], url: str, when: float) -> Found | None:
+    """The response to a rendered page's request for `url` nearest to `when` in any source (`nearest_resource`)."""
+    return _nearest(sources, nearest_resource, url, when)
+
+
+def _nearest(
+    sources: Sequence[Source],
+    nearest: Callable[[sqlite3.Connection, int, str, float], ArchivedCapture | None],
+    url: str,
+    when: float,
+) -> Found | None:
+    """The nearest of each source's nearest, ranked as one database ranks them: the later one of two as near."""
+    found = [
+        Found(capture, source)
+        for source in sources
+        if (capture := nearest(source.conn, source.crawl_id, url, when)) is not None
+    ]
+    return min(found, key=lambda f: (abs(f.capture.fetched_at - when), -f.capture.fetched_at), default=None)
+
+
+def archived_in(sources: Sequence[Source], url: str) -> bool:
+    """Whether normalized `url` has a record in any source (`is_archived`)."""
+    return any(is_archived(source.conn, source.crawl_id, url) for source in sources)
 
 
 def record_path(directory: Path, name: str) -> Path | None:

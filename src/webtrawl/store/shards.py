@@ -154,10 +154,15 @@ class Sources:
     """A crawl's databases open for reading, and the shards this machine cannot read (named, never skipped
     silently)."""
 
-    def __init__(self, sources: list[Source], unreachable: list[ShardPlace], *, distributed: bool) -> None:
+    def __init__(
+        self, sources: list[Source], unreachable: list[ShardPlace], *, distributed: bool, home: Source | None = None
+    ) -> None:
         self.all = sources
         self.unreachable = unreachable
         self.distributed = distributed
+        self.home = home
+        """The database in the crawl's own directory, where its progress and control are kept: an embedded
+        crawl's one database, a distributed crawl's coordinator's (None when only the shards were opened)."""
 
     @classmethod
     def open(cls, directory: Path, name: str) -> Sources:
@@ -168,17 +173,21 @@ class Sources:
         database only, which also gathers every node's: it is read alone (its WARC files in its directory,
         the nodes' in theirs) until the coordinator stops gathering."""
         sources = cls.shards_of(directory, name)
+        try:
+            own = source_of(connect(directory / DB_NAME, readonly=True), name)
+        except BaseException:
+            sources.close()
+            raise
         if not sources.distributed:
-            sources.all = [source_of(connect(directory / DB_NAME, readonly=True), name)]
+            sources.all, sources.home = [own], own
             return sources
-        own = source_of(connect(directory / DB_NAME, readonly=True), name)
         first = own.conn.execute(
             "SELECT node FROM captures WHERE crawl_id = ? ORDER BY id LIMIT 1", (own.crawl_id,)
         ).fetchone()
         if first is not None and first[0] is None:  # fetched before the crawl went distributed
             sources.close()
-            return cls([own], [], distributed=False)
-        own.conn.close()
+            return cls([own], [], distributed=False, home=own)
+        sources.home = own
         return sources
 
     @classmethod
@@ -206,9 +215,22 @@ class Sources:
                 raise
         return cls(sources, unreachable, distributed=bool(places))
 
+    def capture_id(self, source: Source, local: int) -> int:
+        """The id that names capture `local` of `source` to a reader of the whole crawl: its own id in an
+        embedded crawl's one database (so a crawl's addresses stay as they were), its `global_id` across shards."""
+        return global_id(source.number, local) if self.distributed else local
+
+    def locate(self, capture_id: int) -> tuple[Source, int] | None:
+        """The source holding the capture a reader names `capture_id` (see `capture_id`), and its id there;
+        None when no readable source has that number."""
+        number, local = split_id(capture_id) if self.distributed else (0, capture_id)
+        if self.distributed and number is None:
+            return None
+        return next(((source, local) for source in self.all if source.number == number), None)
+
     def close(self) -> None:
-        for source in self.all:
-            source.conn.close()
+        for conn in {id(source.conn): source.conn for source in [*self.all, *filter(None, [self.home])]}.values():
+            conn.close()
 
     def __enter__(self) -> Sources:
         return self

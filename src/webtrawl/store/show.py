@@ -29,8 +29,9 @@ from .replay import (
     BODY_LIMIT,
     WARC_DIR,
     ArchivedCapture,
+    Found,
     captures_of_url,
-    original_of,
+    original_in,
     read_block,
     record_path,
 )
@@ -53,14 +54,6 @@ class ArchivedMessage:
         codings = [value for name, _, value in (line.partition(":") for line in lines)
                    if name.strip().lower() == "content-encoding"]  # fmt: skip
         return decompress(self.payload, ", ".join(codings) or None, BODY_LIMIT)
-
-
-@dataclass(frozen=True, slots=True)
-class Found:
-    """A capture and the source (an embedded crawl's database, or a shard) that holds it and its WARC file."""
-
-    capture: ArchivedCapture
-    source: Source
 
 
 def captures_of(sources: Sequence[Source], url: str) -> list[Found]:
@@ -108,17 +101,13 @@ def latest_archived(sources: Sequence[Source], found: list[Found]) -> tuple[Foun
         )
     if not shown.capture.unchanged:
         return shown, shown
-    originals = [
-        Found(original, source)
-        for source in sources
-        if (original := original_of(source.conn, source.crawl_id, shown.capture)) is not None
-    ]
-    if not originals:
+    original = original_in(sources, shown)
+    if original is None:
         raise StoreError(
             f"the latest capture of {shown.capture.url} ({iso_time(shown.capture.fetched_at)}) is a revisit "
             "record, and this crawl has no earlier full capture whose payload it repeats"
         )
-    return shown, max(originals, key=lambda f: f.capture.fetched_at)
+    return shown, original
 
 
 def read_message(found: Found) -> ArchivedMessage:

@@ -18,6 +18,11 @@ An unchanged capture (a re-crawl's 304, or a 200 with the same payload digest) i
 record, without the payload: each of these serves the content of the capture it repeats (`original_of`),
 under the unchanged capture's own time (its banner says both, and its links resolve at its time).
 
+A distributed crawl is read from every shard as one crawl (`store.shards.Sources`): `{id}` is the capture's
+crawl-wide id (`Sources.capture_id`), and what a copy leads to (its images and styles, the pages it links to,
+the capture it repeats) is looked up in every shard, since another node may have fetched it. A record is read
+in the directory of the shard that indexes it. An embedded crawl is its one source, its ids its own.
+
 Archived bytes are the crawled site's, not ours: they always go out under `COPY_HEADERS`, whose
 `sandbox` gives the document an opaque origin with scripts disabled (so nothing in it acts as the
 dashboard) and whose fetch directives let it load only from the archive. Each copy is also framed with
@@ -31,7 +36,9 @@ import logging
 import re
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -45,15 +52,18 @@ from ..parse.html import refresh_url, srcset_urls
 from ..store.replay import (
     ArchivedCapture,
     ArchivedResponse,
-    capture_by_id,
-    is_archived,
+    Found,
+    archived_in,
+    capture_in,
     made_for,
-    nearest_capture,
-    nearest_resource,
-    original_of,
+    nearest_capture_in,
+    nearest_resource_in,
+    original_in,
     read_made,
     read_response,
+    record_path,
 )
+from ..store.shards import Source, Sources
 from ..urls import normalize
 from .site import Site
 from .templating import templates
@@ -93,32 +103,38 @@ _STAMP_FILL = "00000101000000"
 
 @router.get("/archive/{capture_id:int}")
 def archived_page(request: Request, capture_id: int) -> Response:
-    capture = _capture(request, capture_id)
-    if isinstance(capture, Response):
-        return capture
-    source = _source(request, capture)
-    if isinstance(source, Response):
-        return source
     site: Site = request.app.state.site
-    if site.record_path(source.warc_file or "") is None:
-        return _missing(request, source, capture)
-    context = {"site": site, "capture": capture, "fetched": _when(capture.fetched_at), "stamp": _stamp(capture)}
-    if source is not capture:
-        context.update(original=source, original_fetched=_when(source.fetched_at))
+    with site.sources() as sources:
+        found = _capture(request, sources, capture_id)
+        if isinstance(found, Response):
+            return found
+        holder = _holder(request, sources, found)
+        if isinstance(holder, Response):
+            return holder
+        if _record_file(site, holder.source, holder.capture.warc_file or "") is None:
+            return _missing(request, sources, holder, found)
+        capture = _named(sources, found)
+        context = {"site": site, "capture": capture, "fetched": _when(capture.fetched_at), "stamp": _stamp(capture)}
+        if holder is not found:
+            context.update(original=_named(sources, holder), original_fetched=_when(holder.capture.fetched_at))
     return templates.TemplateResponse(request, "archive_copy.html", context, headers=_PAGE_HEADERS)
 
 
 @router.get("/archive/{capture_id:int}/raw")
 def archived_copy(request: Request, capture_id: int) -> Response:
-    capture = _capture(request, capture_id)
-    return capture if isinstance(capture, Response) else _copy(request, capture)
+    site: Site = request.app.state.site
+    with site.sources() as sources:
+        found = _capture(request, sources, capture_id)
+        return found if isinstance(found, Response) else _copy(request, sources, found)
 
 
 @router.get("/archive/{capture_id:int}/source")
 def archived_source(request: Request, capture_id: int) -> Response:
     """The body as received, Content-Encoding undone: text as UTF-8 plain text, anything else as a download."""
-    capture = _capture(request, capture_id)
-    response = capture if isinstance(capture, Response) else _read(request, capture)
+    site: Site = request.app.state.site
+    with site.sources() as sources:
+        found = _capture(request, sources, capture_id)
+        response = found if isinstance(found, Response) else _read(request, sources, found)
     if isinstance(response, Response):
         return response
     declared = response.header("Content-Type") or ""
@@ -133,12 +149,15 @@ def archived_source(request: Request, capture_id: int) -> Response:
 @router.get("/archive/{capture_id:int}/thumbnail")
 def archived_thumbnail(request: Request, capture_id: int) -> Response:
     """The thumbnail of a rendered page (`--screenshots`), as archived."""
-    capture = _capture(request, capture_id)
-    if isinstance(capture, Response):
-        return capture
-    made = _made(request, capture, "thumbnail")
-    if made is None:
-        return _message(request, 404, "No thumbnail", "This capture was not rendered with --screenshots.", capture)
+    site: Site = request.app.state.site
+    with site.sources() as sources:
+        found = _capture(request, sources, capture_id)
+        if isinstance(found, Response):
+            return found
+        made = _made(request, found, "thumbnail")
+        if made is None:
+            text = "This capture was not rendered with --screenshots."
+            return _message(request, 404, "No thumbnail", text, _named(sources, found))
     return Response(made, media_type="image/jpeg", headers=COPY_HEADERS)
 
 
@@ -158,19 +177,19 @@ def archived_url(request: Request, timestamp: str, target: str) -> Response:
         url = normalize(url)
     except InvalidURL:
         return _not_archived(request, url)
-    with site.reader() as (conn, crawl_id):
-        capture = nearest_capture(conn, crawl_id, url, when)
-        if capture is None and _OVER_ESCAPED.search(url):
+    with site.sources() as sources:
+        found = nearest_capture_in(sources.all, url, when)
+        if found is None and _OVER_ESCAPED.search(url):
             unescaped = normalize(_OVER_ESCAPED.sub(lambda match: chr(int(match[1], 16)), url))
-            capture = nearest_capture(conn, crawl_id, unescaped, when)
-        if capture is None:  # a request a rendered page made
-            capture = nearest_resource(conn, crawl_id, url, when)
-    if capture is None:
-        return _not_archived(request, url)
-    vary = {"Vary": "Sec-Fetch-Dest"}
-    if request.headers.get("sec-fetch-dest") == "document" and capture.id > 0:
-        return _redirect(f"/archive/{capture.id}", {**_PAGE_HEADERS, **vary})
-    response = _copy(request, capture)
+            found = nearest_capture_in(sources.all, unescaped, when)
+        if found is None:  # a request a rendered page made
+            found = nearest_resource_in(sources.all, url, when)
+        if found is None:
+            return _not_archived(request, url)
+        vary = {"Vary": "Sec-Fetch-Dest"}
+        if request.headers.get("sec-fetch-dest") == "document" and found.capture.id > 0:
+            return _redirect(f"/archive/{_named(sources, found).id}", {**_PAGE_HEADERS, **vary})
+        response = _copy(request, sources, found)
     response.headers.update(vary)
     return response
 
@@ -180,35 +199,49 @@ def not_archived(request: Request, url: str = "") -> Response:
     return _not_archived(request, url)
 
 
-def _capture(request: Request, capture_id: int) -> ArchivedCapture | Response:
-    """Capture `capture_id` if it has a record, else the page that says why there is no copy."""
-    site: Site = request.app.state.site
-    with site.reader() as (conn, crawl_id):
-        capture = capture_by_id(conn, crawl_id, capture_id)
-    if capture is None:
+def _capture(request: Request, sources: Sources, capture_id: int) -> Found | Response:
+    """Capture `capture_id` (as `Sources.capture_id` names it) if it has a record, else the page that says why
+    there is no copy."""
+    found = capture_in(sources, capture_id)
+    if found is None:
         return _message(request, 404, "No such capture", f"This crawl has no capture {capture_id}.")
+    capture = found.capture
     if capture.warc_file is None:
         if capture.truncated == NOT_DOWNLOADED:
             why = "The body was not downloaded: not an HTML page (--fetch-non-html downloads every type)."
         else:
             why = f"The fetch got no response ({capture.error})." if capture.error else "Nothing was archived."
-        return _message(request, 404, "No archived copy", why, capture)
-    return capture
+        return _message(request, 404, "No archived copy", why, _named(sources, found))
+    return found
 
 
-def _copy(request: Request, capture: ArchivedCapture) -> Response:
-    """The archived response of `capture`, its URLs rewritten into the archive, under `COPY_HEADERS`."""
-    response = _read(request, capture)
+def _named(sources: Sources, found: Found) -> ArchivedCapture:
+    """`found`'s capture under the id the dashboard's addresses name it by (`Sources.capture_id`): its pages
+    link to it. A resource (its id negated: never addressed by id) stays as it is."""
+    capture = found.capture
+    return replace(capture, id=sources.capture_id(found.source, capture.id)) if capture.id > 0 else capture
+
+
+def _record_file(site: Site, source: Source, name: str) -> Path | None:
+    """WARC file `name` of a record `source` indexes: in the source's directory, or (the database of a crawl
+    that began embedded, which gathers its nodes' pages) in the directory of the node's shard."""
+    return record_path(source.directory, name) or site.record_path(name)
+
+
+def _copy(request: Request, sources: Sources, found: Found) -> Response:
+    """The archived response of `found`, its URLs rewritten into the archive, under `COPY_HEADERS`."""
+    response = _read(request, sources, found)
     if isinstance(response, Response):
         return response
     site: Site = request.app.state.site
+    capture = found.capture
     if 300 <= response.status < 400 and (location := capture.location or _location(response, capture.url)):
         # Followed inside the archive: the live Location would leave it.
         return _redirect(archive_address(_stamp(capture), location, site.token), COPY_HEADERS)
     declared = response.header("Content-Type") or ""
     mime = declared.partition(";")[0].strip().lower()
-    source = _source(request, capture)
-    shown = source if isinstance(source, ArchivedCapture) else capture
+    holder = _holder(request, sources, found)
+    shown = holder if isinstance(holder, Found) else found
     if mime in _HTML_TYPES and (rendered := _made(request, shown, "dom")) is not None:
         # A rendered page replays as the browser left it: its scripts never run in the archive.
         response, declared = ArchivedResponse(response.status, response.headers, rendered), "text/html; charset=utf-8"
@@ -216,12 +249,12 @@ def _copy(request: Request, capture: ArchivedCapture) -> Response:
         content_type = {"Content-Type": declared or "application/octet-stream"}
         return Response(response.body, headers={**COPY_HEADERS, **content_type})
     text = to_text(response.body, sniff_charset(response.body, declared))
-    with site.reader() as (conn, crawl_id):
-        rewriter = Rewriter(_stamp(capture), lambda url: is_archived(conn, crawl_id, url), site.token)
-        if mime == "text/css":
-            rewritten, media_type = rewriter.css(text, capture.url), "text/css; charset=utf-8"
-        else:
-            rewritten, media_type = rewriter.html(text, capture.url), "text/html; charset=utf-8"
+    # A link is archived when any source has its URL: another node may have fetched it.
+    rewriter = Rewriter(_stamp(capture), lambda url: archived_in(sources.all, url), site.token)
+    if mime == "text/css":
+        rewritten, media_type = rewriter.css(text, capture.url), "text/css; charset=utf-8"
+    else:
+        rewritten, media_type = rewriter.html(text, capture.url), "text/html; charset=utf-8"
     return Response(rewritten.encode(), media_type=media_type, headers=COPY_HEADERS)
 
 
@@ -233,54 +266,56 @@ def _location(response: ArchivedResponse, url: str) -> str | None:
         return None
 
 
-def _made(request: Request, capture: ArchivedCapture, kind: str) -> bytes | None:
-    """The record webtrawl made for a rendered page (`dom`, `thumbnail`), or None when there is none to read."""
+def _made(request: Request, found: Found, kind: str) -> bytes | None:
+    """The record webtrawl made for a rendered page (`dom`, `thumbnail`), or None when there is none to read.
+    It is in the page's own source: the node that rendered the page wrote it."""
     site: Site = request.app.state.site
-    with site.reader() as (conn, crawl_id):
-        found = made_for(conn, crawl_id, capture, kind)
-    path = site.record_path(found[0]) if found else None
-    if found is None or path is None:
+    source, capture = found.source, found.capture
+    made = made_for(source.conn, source.crawl_id, capture, kind)
+    path = _record_file(site, source, made[0]) if made else None
+    if made is None or path is None:
         return None
     try:
-        return read_made(path, found[1], found[2], f"urn:{kind}:{capture.url}")
+        return read_made(path, made[1], made[2], f"urn:{kind}:{capture.url}")
     except StoreError as exc:
-        log.warning("cannot read the %s of capture %d: %s", kind, capture.id, exc)
+        log.warning("cannot read the %s of %s fetched %s: %s", kind, capture.url, _when(capture.fetched_at), exc)
         return None
 
 
-def _source(request: Request, capture: ArchivedCapture) -> ArchivedCapture | Response:
-    """The capture whose record holds `capture`'s content: itself, or for an unchanged capture the one it
-    repeats; else the page that says there is none."""
-    if not capture.unchanged:
-        return capture
-    site: Site = request.app.state.site
-    with site.reader() as (conn, crawl_id):
-        original = original_of(conn, crawl_id, capture)
+def _holder(request: Request, sources: Sources, found: Found) -> Found | Response:
+    """The capture whose record holds `found`'s content: itself, or for an unchanged capture the one it
+    repeats (in whichever source holds it); else the page that says there is none."""
+    if not found.capture.unchanged:
+        return found
+    original = original_in(sources.all, found)
     if original is not None:
         return original
-    if capture.status == 304:
+    if found.capture.status == 304:
         why = "the server answered 304 Not Modified, and this crawl has no earlier full capture of this URL"
     else:
         why = "the server sent the same content again, and this crawl has no earlier full capture of it"
     text = f"This capture was unchanged: {why}, so there is no full copy to show."
-    return _message(request, 404, "No full copy of this unchanged capture", text, capture)
+    return _message(request, 404, "No full copy of this unchanged capture", text, _named(sources, found))
 
 
-def _read(request: Request, capture: ArchivedCapture) -> ArchivedResponse | Response:
+def _read(request: Request, sources: Sources, found: Found) -> ArchivedResponse | Response:
     """The capture's archived response (for an unchanged one, the response it repeats), or the page that
     says why it cannot be had here."""
-    source = _source(request, capture)
-    if isinstance(source, Response):
-        return source
+    holder = _holder(request, sources, found)
+    if isinstance(holder, Response):
+        return holder
     site: Site = request.app.state.site
-    path = site.record_path(source.warc_file or "")
+    record = holder.capture
+    path = _record_file(site, holder.source, record.warc_file or "")
     if path is None:
-        return _missing(request, source, capture)
+        return _missing(request, sources, holder, found)
     try:
-        return read_response(path, source.warc_offset or 0, source.warc_length or 0, source.url)
+        return read_response(path, record.warc_offset or 0, record.warc_length or 0, record.url)
     except StoreError as exc:
-        original = source if source is not capture else None
-        return _message(request, 500, "The archived copy cannot be read", str(exc), capture, original=original)
+        original = _named(sources, holder) if holder is not found else None
+        return _message(
+            request, 500, "The archived copy cannot be read", str(exc), _named(sources, found), original=original
+        )
 
 
 def _redirect(location: str, headers: dict[str, str]) -> Response:
@@ -289,21 +324,22 @@ def _redirect(location: str, headers: dict[str, str]) -> Response:
     return Response(status_code=302, headers={**headers, "Location": location})
 
 
-def _missing(request: Request, source: ArchivedCapture, capture: ArchivedCapture) -> Response:
-    """A record whose file is not in this crawl's `warc/`: on a node's own disk, or lost. `source` holds
-    the content of `capture`: the capture itself, or the one an unchanged capture repeats."""
-    original = source if source is not capture else None
-    if source.node is None:
-        text = f"The WARC file {source.warc_file} is missing from this crawl's warc/ directory."
+def _missing(request: Request, sources: Sources, holder: Found, found: Found) -> Response:
+    """A record whose file this machine cannot read: on a node's own disk, or lost. `holder` holds the
+    content of `found`: the capture itself, or the one an unchanged capture repeats."""
+    record, capture = _named(sources, holder), _named(sources, found)
+    original = record if holder is not found else None
+    if record.node is None:
+        text = f"The WARC file {record.warc_file} is missing from this crawl's warc/ directory."
         if original is not None:
             text = (
-                f"This capture was unchanged: its content is that of the capture fetched {_when(source.fetched_at)}, "
-                f"whose WARC file {source.warc_file} is missing from this crawl's warc/ directory. "
+                f"This capture was unchanged: its content is that of the capture fetched {_when(record.fetched_at)}, "
+                f"whose WARC file {record.warc_file} is missing from this crawl's warc/ directory. "
                 "No full copy is left to show."
             )
         return _message(request, 404, "The archived copy is missing", text, capture, original=original)
     site: Site = request.app.state.site
-    context = {"site": site, "capture": source, "fetched": _when(source.fetched_at)}
+    context = {"site": site, "capture": record, "fetched": _when(record.fetched_at)}
     if original is not None:
         context.update(revisit=capture, revisit_fetched=_when(capture.fetched_at))
     return templates.TemplateResponse(

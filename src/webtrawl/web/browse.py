@@ -26,7 +26,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..store import browse as store
-from ..store import detail
+from ..store import detail, listing
 from ..store.links import link_page
 from ..store.overview import overview
 from .live import live_view
@@ -46,8 +46,8 @@ Limit = Annotated[int, Query(ge=1, le=500, description="Rows per page.")]
 
 
 def _overview(request: Request) -> OverviewOut:
-    with site_of(request).reader() as (conn, crawl_id):
-        return OverviewOut.model_validate(overview(conn, crawl_id))
+    with site_of(request).sources() as sources:
+        return OverviewOut.model_validate(overview(sources))
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -102,10 +102,9 @@ def _pages(
     before: str | None,
     limit: int,
 ) -> PagesOut:
-    with site_of(request).reader() as (conn, crawl_id):
-        found = store.list_pages(
-            conn,
-            crawl_id,
+    with site_of(request).sources() as sources:
+        found = listing.list_pages_of(
+            sources,
             filters.parse(),
             sort=sort,
             descending=direction == "desc",
@@ -113,7 +112,7 @@ def _pages(
             before=before,
             limit=limit,
         )
-        total = store.count_pages(conn, crawl_id, filters.parse())
+        total = listing.count_pages_of(sources, filters.parse())
     return PagesOut(
         rows=[PageOut.model_validate(row) for row in found.rows],
         next=found.next,
@@ -169,20 +168,20 @@ async def pages_api(
 
 
 def _hosts(request: Request) -> list[str]:
-    with site_of(request).reader() as (conn, crawl_id):
-        return store.hosts(conn, crawl_id)
+    with site_of(request).sources() as sources:
+        return listing.hosts_of(sources)
 
 
 # -- search ------------------------------------------------------------------------------------------
 
 
 def _search(request: Request, q: str, filters: _Filters, after: str | None, limit: int) -> SearchOut:
-    with site_of(request).reader() as (conn, crawl_id):
+    with site_of(request).sources() as sources:
         try:
-            found = store.search(conn, crawl_id, q, filters.parse(), after=after, limit=limit)
+            found = listing.search_of(sources, q, filters.parse(), after=after, limit=limit)
         except store.QueryError as exc:
             return SearchOut(q=q, hits=[], next=None, next_url=None, unindexed=0, error=str(exc))
-        total = store.count_matches(conn, crawl_id, q, filters.parse())
+        total = listing.count_matches_of(sources, q, filters.parse())
     return SearchOut(
         q=q,
         hits=[HitOut.model_validate(hit) for hit in found.hits],
@@ -225,8 +224,8 @@ async def search_api(
 
 def _detail(request: Request, capture_id: int) -> DetailOut:
     site = site_of(request)
-    with site.reader() as (conn, crawl_id):
-        found = detail.detail(conn, crawl_id, capture_id)
+    with site.sources() as sources:
+        found = detail.detail(sources, capture_id)
     if found is None:
         raise HTTPException(404, f"no capture {capture_id} in this crawl")
     fields = {**asdict(found), "warc_here": _warc_here(site, found.warc_file)}
@@ -241,8 +240,8 @@ def _warc_here(site: Site, name: str | None) -> bool:
 
 def _links(request: Request, capture_id: int, direction: str, after: int | None, limit: int, cursor: str) -> LinksOut:
     """One page of the capture's links; `cursor` names the query parameter its next page is asked with."""
-    with site_of(request).reader() as (conn, crawl_id):
-        found = link_page(conn, crawl_id, capture_id, direction, after=after, limit=limit)
+    with site_of(request).sources() as sources:
+        found = link_page(sources, capture_id, direction, after=after, limit=limit)
     if found is None:
         raise HTTPException(404, f"no capture {capture_id} in this crawl")
     following = None if found.next is None else str(found.next)

@@ -34,18 +34,20 @@ from starlette.concurrency import run_in_threadpool
 
 from ..cluster.status import crawl_status, send_control
 from ..errors import WebtrawlError
-from ..store.index import drop_counts, failure_counts
 from ..store.live import (
     ACTIVE,
     STALE_AFTER,
     CrawlTotals,
     crawl_totals,
+    published_counts,
     rate_history,
     read_snapshot,
     send_command,
     stored_counts,
     time_left,
 )
+from ..store.problems import drop_counts_of, failure_counts_of
+from ..store.shards import Sources
 from .metrics import render_metrics
 from .site import Site
 
@@ -94,8 +96,8 @@ class LiveView:
 
     def _read_history(self, end: float) -> dict[str, Any]:
         try:
-            with self.site.reader() as (conn, crawl_id):
-                return asdict(rate_history(conn, crawl_id, end))
+            with self.site.sources() as sources:
+                return asdict(rate_history(sources, end))
         except (WebtrawlError, sqlite3.Error):
             return {"start": 0.0, "step": 1.0, "rates": []}
 
@@ -105,12 +107,14 @@ class LiveView:
 
     def _embedded(self) -> dict[str, Any]:
         try:
-            with self.site.reader() as (conn, crawl_id):
-                found = read_snapshot(conn, crawl_id)
+            with self.site.sources() as sources:
+                home = sources.home
+                assert home is not None
+                found = read_snapshot(home.conn, home.crawl_id)
                 snap = found[1] if found else {}
                 live = found is not None and snap.get("state") in ACTIVE and time.time() - found[0] < STALE_AFTER
-                counts = snap["counts"] if live else self._stored_counts(conn, crawl_id)
-                totals = self._crawl_totals(conn, crawl_id)
+                counts = published_counts(found, live) or self._stored_counts(home.conn, home.crawl_id)
+                totals = self._crawl_totals(sources)
         except (WebtrawlError, sqlite3.Error) as exc:  # no database or no such crawl (yet: it may be starting)
             return _idle("embedded", "not running", str(exc))
         # Never published, or its process died without a last word: not running; else the last word.
@@ -137,15 +141,15 @@ class LiveView:
             "nodes": [],
         }
 
-    def _crawl_totals(self, conn: sqlite3.Connection, crawl_id: int) -> CrawlTotals:
-        self._totals = crawl_totals(conn, crawl_id, self._totals)
+    def _crawl_totals(self, sources: Sources) -> CrawlTotals:
+        self._totals = crawl_totals(sources, self._totals)
         return self._totals
 
     def _distributed_totals(self) -> CrawlTotals | None:
-        """The coordinator's index of the captures (None until it has made one)."""
+        """The captures of every shard (None until the crawl's directory holds its database)."""
         try:
-            with self.site.reader() as (conn, crawl_id):
-                return self._crawl_totals(conn, crawl_id)
+            with self.site.sources() as sources:
+                return self._crawl_totals(sources)
         except (WebtrawlError, sqlite3.Error):
             return None
 
@@ -376,9 +380,9 @@ async def metrics(request: Request) -> PlainTextResponse:
 
 
 def _reasons(site: Site) -> tuple[dict[str, int], dict[str, int]]:
-    """Failed and dropped URLs by reason, from the store (a distributed crawl's coordinator gathers them)."""
+    """Failed and dropped URLs by reason, over every source of the crawl."""
     try:
-        with site.reader() as (conn, crawl_id):
-            return failure_counts(conn, crawl_id), drop_counts(conn, crawl_id)
+        with site.sources() as sources:
+            return failure_counts_of(sources), drop_counts_of(sources)
     except (WebtrawlError, sqlite3.Error):
         return {}, {}

@@ -6,7 +6,8 @@ lead here.
 | `/failed`   | `/api/failed`   | failed URLs: reason, attempts, depth, when, the capture if any      |
 | `/dropped`  | `/api/dropped`  | dropped URLs: reason and the page that linked them                  |
 
-Both take `reason` (exactly as listed; "" for all), `after` (the `next` cursor) and `limit`. A cursor that
+Both read the crawl as its sources (every readable shard of a distributed crawl, as one: `store.problems`) and
+take `reason` (exactly as listed; "" for all), `after` (the `next` cursor) and `limit`. A cursor that
 cannot be read is answered like a bad filter of the pages list: a message in the page, 400 from the API.
 """
 
@@ -40,8 +41,8 @@ def _after(after: str) -> int | None:
 
 
 def _failed(request: Request, reason: str, after: str, limit: int) -> FailedListOut:
-    with site_of(request).reader() as (conn, crawl_id):
-        found = list_failed(conn, crawl_id, reason, after=_after(after), limit=limit)
+    with site_of(request).sources() as sources:
+        found = list_failed(sources, reason, after=_after(after), limit=limit)
     following = None if found.next is None else str(found.next)
     return FailedListOut(
         rows=[FailedOut.model_validate(row) for row in found.rows],
@@ -54,8 +55,8 @@ def _failed(request: Request, reason: str, after: str, limit: int) -> FailedList
 
 
 def _dropped(request: Request, reason: str, after: str, limit: int) -> DroppedListOut:
-    with site_of(request).reader() as (conn, crawl_id):
-        found = list_dropped(conn, crawl_id, reason, after=_after(after), limit=limit)
+    with site_of(request).sources() as sources:
+        found = list_dropped(sources, reason, after=_after(after), limit=limit)
     following = None if found.next is None else str(found.next)
     return DroppedListOut(
         rows=[DroppedOut.model_validate(row) for row in found.rows],

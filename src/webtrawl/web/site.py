@@ -16,7 +16,7 @@ from ..errors import StoreError
 from ..store.crawls import crawl_id_of
 from ..store.db import DB_NAME, connect
 from ..store.replay import record_path
-from ..store.shards import ShardPlace, load_places
+from ..store.shards import ShardPlace, Sources, load_places
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,12 @@ class Site:
             yield conn, crawl_id_of(conn, self.name)
         finally:
             conn.close()
+
+    @contextmanager
+    def sources(self) -> Iterator[Sources]:
+        """The crawl read as its sources (a distributed crawl's shards, or the one database), closed on exit."""
+        with Sources.open(self.directory, self.name) as sources:
+            yield sources
 
     def record_path(self, name: str) -> Path | None:
         """WARC file `name` of the crawl: in the directory's `warc/`, or (a distributed crawl's) in the
