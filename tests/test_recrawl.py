@@ -96,7 +96,8 @@ async def crawl(config: CrawlConfig) -> CrawlReport:
 
 
 def rows(out: Path, sql: str, *args: object) -> list[tuple]:
-    conn = sqlite3.connect(out / "crawl.db")
+    """The rows `sql` gives in the crawl database in directory `out` (or in the database `out` names)."""
+    conn = sqlite3.connect(out if out.suffix == ".db" else out / "crawl.db")
     try:
         return conn.execute(sql, args).fetchall()
     finally:

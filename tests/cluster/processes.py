@@ -19,12 +19,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import redis
 
 from tests.sites import SiteServer
 from webtrawl import stackdump
 from webtrawl.cluster.keys import Keys
+from webtrawl.store.shards import Sources
 
 SITES = 20
 PAGES = 110
@@ -259,42 +261,38 @@ def holders(url: str, partitions: int = 16) -> dict[int, str]:
 
 
 def check_complete(sites: Sites, out: Path) -> None:
-    """Every page is captured in the coordinator's index in `out`, and no URL is left unfinished."""
-    assert set(captures(out)) == sites.expected()
+    """Every page is captured in the crawl in `out` (read as its sources, every shard), and no URL is left
+    unfinished."""
+    found, expected = set(captures(out)), sites.expected()
+    assert found == expected, f"missing {sorted(expected - found)[:5]}, unexpected {sorted(found - expected)[:5]}"
     assert unfinished(out) == 0
 
 
+def _rows(out: Path, sql: str) -> list[tuple[Any, ...]]:
+    """The rows `sql` gives in every source of the crawl in `out` (`?` is the source's crawl id)."""
+    with Sources.open(out, NAME) as sources:
+        return [row for source in sources.all for row in source.conn.execute(sql, (source.crawl_id,))]
+
+
 def captures(out: Path) -> Counter[str]:
-    """Captures per URL in the coordinator's index."""
-    db = sqlite3.connect(out / "crawl.db")
-    try:
-        return Counter(dict(db.execute("SELECT url, COUNT(*) FROM captures GROUP BY url").fetchall()))
-    finally:
-        db.close()
+    """Captures per URL in the crawl."""
+    return Counter(url for (url,) in _rows(out, "SELECT url FROM captures WHERE crawl_id = ?"))
 
 
 def unfinished(out: Path) -> int:
-    """URLs of the coordinator's index neither done nor failed."""
-    db = sqlite3.connect(out / "crawl.db")
-    try:
-        return db.execute("SELECT COUNT(*) FROM urls WHERE state NOT IN (2, 3)").fetchone()[0]
-    finally:
-        db.close()
+    """URLs of the crawl neither done nor failed (in any shard: the others may hold it waiting, as a link)."""
+    states = _rows(out, "SELECT fp, state IN (2, 3) FROM urls WHERE crawl_id = ?")
+    return len({fp for fp, _ended in states} - {fp for fp, ended in states if ended})
 
 
 def refetched(out: Path) -> set[str]:
     """URLs with more than one capture although the first was not a server error (so not a retry)."""
-    db = sqlite3.connect(out / "crawl.db")
-    try:
-        return {
-            url
-            for (url,) in db.execute(
-                "SELECT url FROM captures GROUP BY url HAVING COUNT(*) > 1 AND MIN(COALESCE(status, 0)) < 500 "
-                "AND MIN(COALESCE(status, 0)) > 0"
-            )
-        }
-    finally:
-        db.close()
+    fetched = _rows(out, "SELECT url, COALESCE(status, 0) FROM captures WHERE crawl_id = ?")
+    counts = Counter(url for url, _status in fetched)
+    lowest: dict[str, int] = {}
+    for url, status in fetched:
+        lowest[url] = min(status, lowest.get(url, status))
+    return {url for url, n in counts.items() if n > 1 and 0 < lowest[url] < 500}
 
 
 def shard_captures(directory: Path, *, settled: bool = True) -> set[tuple[str, str, float]]:

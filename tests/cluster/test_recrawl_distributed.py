@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import redis.asyncio
 
+import webtrawl
 from tests.crawls import check_warcs, fast_config
-from tests.test_recrawl import REVISIT, ChangingSite, rows, search, serving, warc_types
+from tests.test_recrawl import REVISIT, ChangingSite, rows, serving, warc_types
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.layout import Layout
 from webtrawl.cluster.runs import run_coordinator, run_worker
@@ -60,16 +61,20 @@ async def test_a_distributed_recrawl_asks_conditionally_and_keeps_history(tmp_pa
     assert records["/changes"] == [("response", None), ("response", None)]
     check_warcs(out)
 
-    # The coordinator's index: history kept, the removal recorded, every URL ended again, schedules set.
-    history = rows(out, "SELECT url, status, unchanged FROM captures ORDER BY id")
+    # The crawl, as the shard of the coordinator's node (it fetched alone) holds it: history kept, the removal
+    # recorded, every URL ended again, schedules set.
+    shard = out / "node.db"
+    history = rows(shard, "SELECT url, status, unchanged FROM captures ORDER BY id")
     by_path: dict[str, list[tuple[int, int]]] = {}
     for url, status, unchanged in history:
         by_path.setdefault("/" + url.split("/", 3)[3], []).append((status, unchanged))
     assert by_path["/same"] == [(200, 0), (304, 1)]
     assert by_path["/gone"] == [(200, 0), (404, 0)]
-    assert rows(out, "SELECT state, reason FROM urls WHERE url = ?", site.url + "/gone") == [(3, "HTTP 404")]
-    assert rows(out, "SELECT COUNT(*) FROM urls WHERE state NOT IN (2, 3) OR next_due IS NULL") == [(0,)]
-    assert search(out, "zebra") == [site.url + "/changes"] and search(out, "aardvark") == []
+    assert rows(shard, "SELECT state, reason FROM urls WHERE url = ?", site.url + "/gone") == [(3, "HTTP 404")]
+    assert rows(shard, "SELECT COUNT(*) FROM urls WHERE state NOT IN (2, 3) OR next_due IS NULL") == [(0,)]
+    with webtrawl.open(out, "fresh") as crawl:
+        assert [hit.page.url for hit in crawl.search("zebra")] == [site.url + "/changes"]
+        assert crawl.search("aardvark") == []
     # Redis counts each URL once: re-queued URLs left done/failed for waiting and came back.
     async with redis.asyncio.Redis.from_url(redis_url) as client:
         keys = Keys("fresh")

@@ -41,6 +41,7 @@ from ..store.crawls import differences
 from ..store.db import Database
 from ..store.index import INDEX_CHUNK, IndexPace, index_captures
 from ..store.ingest import ingest_round
+from ..store.shards import last_node_number
 from ..urls import NORMALIZATION_VERSION
 from .events import Event, LeaseHeld
 from .keys import Keys
@@ -133,6 +134,9 @@ async def _create(client: Any, keys: Keys, config: CrawlConfig, layout: Layout) 
 
     pipe = client.pipeline(transaction=False)
     pipe.set(keys.scope_incarnation, layout.incarnation)
+    # A crawl rebuilt in a Redis that lost it: its nodes' ids go on after those its shards already name, since
+    # a shard is known by its nodes (`store.shards.save_places`).
+    pipe.set(keys.ids, last_node_number(config.out))
     for p in range(layout.partitions):
         pipe.hset(keys.counters(p), "crawl", layout.incarnation)
         pipe.xgroup_create(keys.stream(p), GROUP, id="0", mkstream=True)

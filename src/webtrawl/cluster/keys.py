@@ -84,6 +84,11 @@ class Keys:
         return f"{{{self.name}:shards}}"
 
     @property
+    def listed(self) -> str:
+        """Set: the `host:directory` of every shard the coordinator has listed in its directory (`shards.json`)."""
+        return f"{{{self.name}:shards}}:listed"
+
+    @property
     def report(self) -> str:
         """Hash: node id → its final report (JSON)."""
         return f"{{{self.name}:report}}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from functools import partial
 from typing import Any
 
 from ..store.db import Database
@@ -61,7 +62,7 @@ async def progress(client: Any, sync: Any, keys: Keys, layout: Layout, state: st
 async def keep_publishing(client: Any, sync: Any, keys: Keys, layout: Layout, db: Database, crawl_id: int) -> None:
     """Publish the crawl's snapshot into the coordinator's database every `PUBLISH_EVERY` seconds, until cancelled."""
     while True:
-        control = ((await client.get(keys.control)) or b"run").decode()
+        control = ((await persist("reading the control key", partial(client.get, keys.control))) or b"run").decode()
         await publish_now(client, sync, keys, layout, db, crawl_id, STATES.get(control, control))
         await asyncio.sleep(PUBLISH_EVERY)
 

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,10 @@ from ..errors import ConfigError, NodeExited
 from ..interrupts import Interrupts
 from ..politeness import Politeness
 from ..stats import CrawlReport
-from ..store.db import Database, transaction
 from ..store.ingest import settle_unreached
 from ..store.opened import open_crawl_directory, outcome_counts
-from ..store.schedule import due_revisits, mark_waiting
-from ..store.shards import save_places
+from ..store.schedule import DueCursor, due_in
+from ..store.shards import ShardPlace, Sources, save_places
 from .coordinator import CoordinatorLease, Gatherer, check_present, create_or_join, load_crawl, scan, watch_for_end
 from .events import Event, Gathering, Requeued, Restored
 from .frontier import RedisFrontier
@@ -129,7 +129,7 @@ async def _coordinate(
             # Results of the last pass come in first: what they change decides what is due.
             while await gatherer.round():
                 pass
-            revisited = await _requeue_due(db, crawl_id, frontier)
+            revisited = await _requeue_due(out, config.name, frontier)
             if on_event is not None:
                 on_event(Requeued(keys.name, revisited))
         before = await db.run(_last_capture)  # what the index gathers from here on is this run's
@@ -205,18 +205,26 @@ async def _coordinate(
         return report, nodes
 
 
-SHARDS_EVERY = 5.0
-"""Seconds between two copies of the registered shards into the coordinator's directory."""
+SHARDS_EVERY = 0.5
+"""Seconds between two looks for a shard registered since (a new node waits for its listing to fetch)."""
 
 
 async def _list_shards(client: Any, keys: Keys, out: Path) -> None:
-    """Keep `DIR/shards.json` up to date while the crawl runs, so a reader of DIR finds a node that joined."""
+    """Keep `DIR/shards.json` up to date while the crawl runs, so a reader of DIR finds every node's shard: a
+    shard registered since the last look is written into it, then marked listed in Redis, which lets its
+    node fetch (`cluster.shard.register_shard`)."""
+    listed: list[ShardPlace] = []
     while True:
         places = await registered_shards(client, keys)
-        try:
-            save_places(out, places)
-        except OSError as exc:  # a full disk: the crawl goes on, the list is written at the end or next time
-            log.warning("could not list the crawl's shards in %s: %s", out, exc)
+        if places and sorted(places, key=lambda p: p.key) != listed:
+            try:
+                save_places(out, places)
+            except OSError as exc:  # a full disk: the new nodes wait, the crawl goes on
+                log.warning("could not list the crawl's shards in %s: %s", out, exc)
+            else:
+                keys_listed = [place.key for place in places]
+                await persist("listing the shards", partial(client.sadd, keys.listed, *keys_listed))
+                listed = sorted(places, key=lambda p: p.key)
         await asyncio.sleep(SHARDS_EVERY)
 
 
@@ -287,26 +295,20 @@ def _frontier(client: Any, keys: Keys, layout: Layout, config: CrawlConfig) -> R
 
 
 REVISIT_CHUNK = 10_000
-"""Due URLs read from the index and re-queued at a time."""
+"""Due URLs read from the shards and re-queued at a time."""
 
 
-async def _requeue_due(db: Database, crawl_id: int, frontier: RedisFrontier) -> int:
-    """Put the URLs whose revisit is due back in their partitions, then mark them waiting in the index.
-
-    In that order: after a crash in between, the index still has them ended and due, and the next run sends
-    them again (a partition keeps a URL it has waiting or running as it is).
-    """
-    now, after, requeued = time.time(), 0, 0
-    while chunk := await db.run(due_revisits, crawl_id, now, after, REVISIT_CHUNK):
-        requeued += await frontier.revisit([revisit for _row, revisit in chunk])
-        await db.run(_mark_waiting, crawl_id, [row for row, _revisit in chunk], now)
-        after = chunk[-1][0]
+async def _requeue_due(out: Path, name: str, frontier: RedisFrontier) -> int:
+    """Put the URLs whose revisit is due, by the shards (each URL's latest fetch in any of them), back in their
+    partitions. A partition keeps a URL it has waiting or running as it is, so a run that stopped before its
+    nodes fetched them sends them again harmlessly; once fetched, a shard's row is due later."""
+    requeued = 0
+    cursor: DueCursor | None = (0, 0)
+    with Sources.open(out, name) as sources:
+        while cursor is not None:
+            due, cursor = await asyncio.to_thread(due_in, sources, time.time(), cursor, REVISIT_CHUNK)
+            requeued += await frontier.revisit(due)
     return requeued
-
-
-def _mark_waiting(conn: Any, crawl_id: int, ids: list[int], now: float) -> None:
-    with transaction(conn):
-        mark_waiting(conn, crawl_id, ids, now)
 
 
 async def _renew(client: Any, keys: Keys, layout: Layout, lease: CoordinatorLease) -> None:

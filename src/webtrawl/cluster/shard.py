@@ -7,6 +7,7 @@ the partitions kept (`cluster/lua/complete.lua`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
@@ -104,12 +105,29 @@ async def forget_acks(client: Any, keys: Keys, node: str, partitions: int) -> No
 
 
 async def register_shard(client: Any, keys: Keys, directory: Path, node: str) -> None:
-    """Name this node's shard in Redis, so the coordinator lists it in its directory (`store.shards`)."""
+    """Name this node's shard in Redis, and return once the coordinator has listed it in its directory
+    (`store.shards`): a page fetched into a shard no reader of DIR can find would be lost to them all."""
     host, path = socket.gethostname(), str(directory.resolve())
     known = await persist("registering the shard", partial(client.hget, keys.shards, f"{host}:{path}"))
     nodes = ShardPlace.from_json(known).nodes if known else ()
     place = ShardPlace(host=host, path=path, nodes=(*nodes, node) if node not in nodes else nodes)
     await persist("registering the shard", partial(client.hset, keys.shards, place.key, place.to_json()))
+    quiet_until = time.monotonic() + LISTED_PATIENCE
+    while not await persist("registering the shard", partial(client.sismember, keys.listed, place.key)):
+        if quiet_until and time.monotonic() > quiet_until:
+            quiet_until = 0.0
+            log.warning(
+                "waiting for the coordinator to list this node's shard (%s) in its directory before fetching: "
+                "is it running?",
+                place.key,
+            )
+        await asyncio.sleep(LISTED_POLL)
+
+
+LISTED_POLL = 0.25
+"""Seconds between two looks at whether the coordinator listed this node's shard (it looks twice a second)."""
+LISTED_PATIENCE = 10.0
+"""Seconds a node waits for its listing quietly."""
 
 
 async def registered_shards(client: Any, keys: Keys) -> list[ShardPlace]:

@@ -60,8 +60,11 @@ _COMPLETED = """
         kind = excluded.kind, state = excluded.state, attempts = excluded.attempts, not_before = excluded.not_before,
         reason = excluded.reason, depth = MIN(urls.depth, excluded.depth), updated_at = excluded.updated_at,
         priority = excluded.priority
-    WHERE urls.attempts < excluded.attempts
+    WHERE urls.attempts < excluded.attempts OR (urls.state IN (2, 3) AND ? > IFNULL(urls.next_due, 0))
 """
+"""A fetch moves a URL's row on: a later attempt, or a revisit of an ended URL, whose next due time is past the
+row's (a re-crawl puts an ended URL back in Redis only, so its row here is still ended; the same result
+applied again finds its own due time there, and changes nothing)."""
 _BUDGETS = (HOST_BUDGET, TEMPLATE_BUDGET)
 """The reasons that keep a URL out of the crawl for good (see `ingest_drops`)."""
 
@@ -192,6 +195,7 @@ def _complete(
             now,
             now,
             entry.priority,
+            completion.due,
         ),
     )
     return cur.rowcount > 0

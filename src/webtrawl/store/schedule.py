@@ -1,9 +1,9 @@
 """The revisit schedule in the store: what each URL keeps of its last fetch, which URLs are due again, and how
 many are due now, soon and later (`status`, dashboard).
 
-Both the embedded frontier and a distributed crawl's coordinator (`store.ingest`) record fetches here; an
-embedded crawl re-queues due URLs in place (`frontier.sqlite`), a coordinator reads them (`due_revisits`) to
-put them back in their Redis partitions.
+The embedded frontier and a distributed crawl's nodes, each in its shard (`store.ingest`), record fetches
+here; an embedded crawl re-queues due URLs in place (`frontier.sqlite`), a coordinator reads them from every
+shard (`due_in`) to put them back in their Redis partitions.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..models import Completion, Entry, Previous, Revisit, State
+from .shards import Sources
 
 HOUR, DAY = 3600.0, 86400.0
 
@@ -112,6 +113,40 @@ def due_revisits(
     ]
 
 
+DueCursor = tuple[int, int]
+"""Where reading due URLs goes on: the index of a source in `Sources.all`, and a row id in it."""
+
+
+def due_in(sources: Sources, now: float, cursor: DueCursor, limit: int) -> tuple[list[Revisit], DueCursor | None]:
+    """Up to `limit` due URLs of every source from `cursor` on, and the cursor after them (None at the end).
+
+    A URL may have ended in several shards (a later pass fetched it on another node): the latest of its ended
+    rows (by when it ended) decides whether it is due, so it comes once, and never early."""
+    at, after = cursor
+    while at < len(sources.all):
+        source = sources.all[at]
+        chunk = due_revisits(source.conn, source.crawl_id, now, after, limit)
+        if not chunk:
+            at, after = at + 1, 0
+            continue
+        latest = _latest_ended(sources, [revisit.entry.fp for _row, revisit in chunk])
+        return [revisit for _row, revisit in chunk if latest[revisit.entry.fp] == source.number], (at, chunk[-1][0])
+    return [], None
+
+
+def _latest_ended(sources: Sources, fps: Sequence[int]) -> dict[int, int]:
+    """For each of `fps`, the number of the source whose row of it ended last (the lowest of sources that tie)."""
+    ended: dict[int, tuple[float, int]] = {}
+    for source in sources.all:
+        for fp, updated_at in source.conn.execute(
+            "SELECT fp, updated_at FROM urls WHERE crawl_id = ? AND state IN (2, 3) "
+            "AND fp IN (SELECT value FROM json_each(?))",
+            (source.crawl_id, json.dumps(list(fps))),
+        ):
+            ended[fp] = max(ended.get(fp, (updated_at, -source.number)), (updated_at, -source.number))
+    return {fp: -number for fp, (_at, number) in ended.items()}
+
+
 def frontier_rows(
     conn: sqlite3.Connection, crawl_id: int, ended: bool, after: int, limit: int
 ) -> list[tuple[int, Entry, State]]:
@@ -146,12 +181,4 @@ def entry_of(host: str, row: Sequence[Any]) -> Entry:
         if fetched is None
         else Previous(fetched_at=fetched, digest=digest, etag=etag, last_modified=modified, interval=interval),
         priority=priority,
-    )
-
-
-def mark_waiting(conn: sqlite3.Connection, crawl_id: int, ids: Sequence[int], now: float) -> None:
-    """Rows a distributed re-crawl put back in Redis wait again here too."""
-    conn.executemany(
-        "UPDATE urls SET state = 0, not_before = 0, attempts = 0, updated_at = ? WHERE crawl_id = ? AND id = ?",
-        [(now, crawl_id, row_id) for row_id in ids],
     )

@@ -113,6 +113,19 @@ def load_places(directory: Path) -> list[ShardPlace]:
         raise StoreError(f"{path} is not a list of shards ({exc})") from None
 
 
+def last_node_number(directory: Path) -> int:
+    """The highest number of a node (`node-07`: 7) the shards listed in `directory` name; 0 when none."""
+    try:
+        places = load_places(directory)
+    except StoreError as exc:  # damaged: the coordinator writes it again; the ids start over
+        log.warning("%s", exc)
+        places = []
+    numbers = [
+        int(node.rpartition("-")[2]) for place in places for node in place.nodes if node.rpartition("-")[2].isdigit()
+    ]
+    return max(numbers, default=0)
+
+
 SHARD_BITS = 40
 """A capture's id in its shard fits in this many bits (10^12); the shard's number goes above them."""
 
