@@ -94,9 +94,6 @@ class Case:
     processes: dict[str, Usage] = field(default_factory=dict)
     emptied: float | None = None
     """Seconds from the start until the frontier held nothing waiting or running (distributed only)."""
-    left_to_gather: int = 0
-    """Results still in the streams at that moment, for the coordinator to gather."""
-    max_backlog: int = 0
 
 
 @dataclass(frozen=True)
@@ -139,8 +136,7 @@ def redis_figures(client: redis.Redis, before: Counters, own: Counter[str]) -> R
 
 
 class FrontierWatch(threading.Thread):
-    """Samples the crawl's counters in Redis while it runs: when its frontier emptied, and how many results
-    were then still waiting in the streams for the coordinator to gather."""
+    """Samples the crawl's counters in Redis while it runs: when its frontier emptied."""
 
     def __init__(self, port: int) -> None:
         super().__init__(name="frontier-watch", daemon=True)
@@ -151,8 +147,6 @@ class FrontierWatch(threading.Thread):
         """Commands sent, by name, so the figures can leave them out."""
         self.emptied: float | None = None
         """Seconds from the start until nothing waited or ran any more."""
-        self.left_to_gather = 0
-        self.max_backlog = 0
 
     def run(self) -> None:
         keys = Keys(NAME)
@@ -165,14 +159,11 @@ class FrontierWatch(threading.Thread):
             pipe = self._client.pipeline(transaction=False)
             for p in range(partitions):
                 pipe.hmget(keys.counters(p), "waiting", "running", "done")
-                pipe.xlen(keys.stream(p))
-            self.calls.update({"hmget": partitions, "xlen": partitions})
+            self.calls.update({"hmget": partitions})
             replies = pipe.execute()
-            waiting, running, done = (sum(int(v[i] or 0) for v in replies[0::2]) for i in range(3))
-            backlog = sum(replies[1::2])
-            self.max_backlog = max(self.max_backlog, backlog)
+            waiting, running, done = (sum(int(v[i] or 0) for v in replies) for i in range(3))
             if self.emptied is None and done and not waiting and not running:
-                self.emptied, self.left_to_gather = time.perf_counter() - self._since, backlog
+                self.emptied = time.perf_counter() - self._since
 
     def stop(self) -> None:
         self._halt.set()
@@ -230,9 +221,7 @@ def crawl_distributed(
         timed_out=any(u.timed_out for u in usages),
     )
     result = summarize(label, together, paths, manifest, "; ".join(notes))
-    return Case(
-        result, figures, dict(zip(roles, usages, strict=True)), watch.emptied, watch.left_to_gather, watch.max_backlog
-    )
+    return Case(result, figures, dict(zip(roles, usages, strict=True)), watch.emptied)
 
 
 def wait_for_crawl(client: redis.Redis) -> None:
@@ -353,10 +342,7 @@ def print_table(cases: list[Case]) -> None:
             redis_cpu = f", redis-server {case.redis.cpu_seconds:.1f} s" if case.redis else ""
             print(f"{r.crawler}: CPU {cpu}{redis_cpu}")
         if case.emptied is not None:
-            print(
-                f"  frontier empty after {case.emptied:.1f} s ({r.pages / case.emptied:.0f} pages/s), "
-                f"{case.left_to_gather:,} results then still to gather; backlog peak {case.max_backlog:,}"
-            )
+            print(f"  frontier empty after {case.emptied:.1f} s ({r.pages / case.emptied:.0f} pages/s)")
         if case.redis is not None and r.pages:
             top = list(case.redis.by_command.items())[:TOP_COMMANDS]
             print(f"  Redis calls/page: {', '.join(f'{name} {calls / r.pages:.1f}' for name, calls in top)}")
@@ -473,8 +459,6 @@ def main() -> int:
                 "redis": None if case.redis is None else asdict(case.redis),
                 "processes": {role: asdict(usage) for role, usage in case.processes.items()},
                 "frontier_emptied_after": case.emptied,
-                "left_to_gather": case.left_to_gather,
-                "max_backlog": case.max_backlog,
             }
             for case in cases
         ],

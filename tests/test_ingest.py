@@ -1,4 +1,4 @@
-"""`store.ingest`: stream entries written into a real crawl database, at least once and in any order."""
+"""`store.ingest`: a node's results settled into a real shard database, at least once and in any order."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 
-from webtrawl.cluster.wire import decode_completion, decode_site_files, encode_completion, encode_site_files
+from webtrawl.cluster.wire import decode_completion, encode_completion
 from webtrawl.frontier.seen import SeenCache
 from webtrawl.models import Capture, Completion, Entry, NewURL, Resource, Verdict, WarcLocation
+from webtrawl.store.batches import record_site_files
 from webtrawl.store.crawls import open_crawl
-from webtrawl.store.db import Database, connect
+from webtrawl.store.db import Database, connect, transaction
 from webtrawl.store.detail import detail
 from webtrawl.store.export import export
 from webtrawl.store.index import capture_row, drop_counts, failure_counts, index_captures, status_counts
-from webtrawl.store.ingest import Item, ingest, ingest_drops, ingest_site_files
+from webtrawl.store.ingest import Item, apply_items, ingest_drops
 from webtrawl.store.links import link_page
 from webtrawl.store.schema import MIGRATIONS
 from webtrawl.store.shards import Sources, source_of
@@ -39,7 +40,7 @@ WARC = "node-02-20231114221320-00001.warc.gz"
 
 
 class Crawl:
-    """A crawl database as the coordinator has it, driven through its writer thread like the real one."""
+    """A shard's database as a node has it, driven through its writer thread like the real one."""
 
     def __init__(self, db: Database, crawl_id: int, seen: SeenCache | None = None) -> None:
         self.db = db
@@ -47,8 +48,14 @@ class Crawl:
         self.seen = seen
 
     async def ingest(self, items: Sequence[Item]) -> int:
+        """Apply `items` in one transaction, as a node settles a batch (`store.shard.settle`)."""
         new_links = None if self.seen is None else self.seen.fresh
-        return await self.db.run(ingest, self.id, items, new_links=new_links)
+
+        def apply(conn: sqlite3.Connection) -> int:
+            with transaction(conn):
+                return apply_items(conn, self.id, items, new_links=new_links)
+
+        return await self.db.run(apply)
 
     async def query(self, sql: str, *args: object) -> list[tuple]:
         return await self.db.run(lambda conn: conn.execute(sql, args).fetchall())
@@ -163,7 +170,7 @@ async def test_a_key_listed_twice_in_one_batch_is_applied_once(crawl: Crawl) -> 
     assert await crawl.query("SELECT COUNT(*) FROM captures") == [(1,)]
 
 
-async def test_a_decoded_stream_entry_is_applied_as_it_was_sent(crawl: Crawl) -> None:
+async def test_a_decoded_staged_entry_is_applied_as_it_was_staged(crawl: Crawl) -> None:
     sent = fetched("/", "/a", depth=0, text="hello")
     received, node = decode_completion(encode_completion(sent, "node-03"))
     assert await crawl.ingest([("p5:1700000000000-0", received, node)]) == 1
@@ -172,16 +179,14 @@ async def test_a_decoded_stream_entry_is_applied_as_it_was_sent(crawl: Crawl) ->
     ]
 
 
-async def test_site_files_from_a_stream_entry_read_twice_are_indexed_once(crawl: Crawl) -> None:
+async def test_site_files_indexed_twice_are_indexed_once(crawl: Crawl) -> None:
     at = WarcLocation(file=WARC, offset=0, length=310, payload_digest="sha1:ROBOTS")
     robots = Resource(url=full("/robots.txt"), target=full("/robots.txt"), fetched_at=T0, status=200,
                       content_type="text/plain", warc=at)  # fmt: skip
     sitemap = replace(robots, url=full("/sitemap.xml"), target=full("/sitemap.xml"), status=404,
                       warc=replace(at, offset=310, payload_digest="sha1:GONE"))  # fmt: skip
-    entry = decode_site_files(encode_site_files([robots, sitemap], "node-02"))
-    assert entry == ([robots, sitemap], "node-02")
-    await crawl.db.run(ingest_site_files, crawl.id, [entry])
-    await crawl.db.run(ingest_site_files, crawl.id, [entry, entry])  # a new coordinator reads the stream again
+    for _ in range(2):  # a node killed after staging them stages them again
+        await crawl.db.run(record_site_files, crawl.id, [robots, sitemap], "node-02")
     indexed = "SELECT page_fp, url, status, warc_offset, payload_digest, node, site_file FROM resources ORDER BY id"
     assert await crawl.query(indexed) == [
         (fingerprint(full("/robots.txt")), full("/robots.txt"), 200, 0, "sha1:ROBOTS", "node-02", 1),

@@ -50,6 +50,7 @@ from .store.live import clear_control, publish, snapshot, truncate_wal, wal_size
 from .store.mirror import Mirror
 from .store.opened import OpenedCrawl, open_crawl_directory, outcome_counts
 from .store.replay import WARC_DIR
+from .store.shards import Source, Sources
 from .store.warc import WarcWriter
 
 log = logging.getLogger(__name__)
@@ -474,7 +475,7 @@ class Crawler:
             failed_total=counts.failed,
             waiting=counts.waiting,
             render=self.stats.render_counts() if self.config.render.enabled else {},
-            **await db.run(outcome_counts, crawl_id),
+            **await db.run(lambda conn: outcome_counts(Sources.of(Source(0, conn, crawl_id, self.config.out)))),
         )
 
 

@@ -23,7 +23,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .cluster.events import Event, Gathering, LeaseHeld, Requeued, Restored
+from .cluster.events import Event, LeaseHeld, Requeued, Restored, Running
 from .crawler import Crawler
 from .models import FrontierCounts
 from .reader import Retry
@@ -312,10 +312,10 @@ def describe(event: Event) -> str:
             )
         case Requeued(name, urls):
             return f"{name}: {urls:,} URL(s) due for a revisit went back to their partitions"
-        case Gathering():
+        case Running():
             lines = [
-                f"{event.name}: {event.gathered:,} results gathered, {event.waiting:,} waiting, "
-                f"{event.running:,} running, {event.backlog:,} to gather; {len(event.nodes)} node(s)"
+                f"{event.name}: {event.done:,} done, {event.failed:,} failed, {event.waiting:,} waiting, "
+                f"{event.running:,} running; {len(event.nodes)} node(s)"
             ]
             for node, info in sorted(event.nodes.items()):
                 lines.append(

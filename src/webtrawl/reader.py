@@ -21,13 +21,13 @@ from types import TracebackType
 from .errors import StoreError
 from .models import FrontierCounts
 from .store.browse import Filters, Hit, search
-from .store.crawls import crawl_id_of, crawl_name
+from .store.crawls import crawl_name
 from .store.db import DB_NAME, connect
 from .store.export import capture_rows
 from .store.overview import Overview, overview
 from .store.problems import DroppedRow, FailedRow, Listed, Row, list_dropped, list_failed
 from .store.replay import ArchivedCapture
-from .store.shards import Sources, source_of
+from .store.shards import Sources
 from .store.shardsearch import search_shards
 from .store.show import ArchivedMessage, captures_of, latest_archived, read_message
 from .urls import normalize
@@ -121,24 +121,14 @@ class CrawlReader:
 
     def __init__(self, directory: str | Path, name: str | None = None) -> None:
         self.directory = Path(directory)
-        self._conn = connect(self.directory / DB_NAME, readonly=True)
+        conn = connect(self.directory / DB_NAME, readonly=True)
         try:
-            self.name = crawl_name(self._conn, name)
-            self._crawl_id = crawl_id_of(self._conn, self.name)
+            self.name = crawl_name(conn, name)
         except sqlite3.DatabaseError as exc:  # a database, but not a crawl's
-            self._conn.close()
             raise StoreError(f"{self.directory / DB_NAME} is not a webtrawl crawl database ({exc})") from None
-        except BaseException:
-            self._conn.close()
-            raise
-        try:
-            self._sources = Sources.shards_of(self.directory, self.name)
-        except BaseException:
-            self._conn.close()
-            raise
-        self._sources.home = source_of(self._conn, self.name)
-        if not self._sources.distributed:
-            self._sources.all = [self._sources.home]
+        finally:
+            conn.close()
+        self._sources = Sources.open(self.directory, self.name)
         self.unreachable_shards = [place.key for place in self._sources.unreachable]
         """A distributed crawl's shards this machine cannot read (`host:directory`): their pages are not in
         `captures` or `search`."""
@@ -152,9 +142,7 @@ class CrawlReader:
         self.close()
 
     def close(self) -> None:
-        if self._sources.distributed:
-            self._sources.close()
-        self._conn.close()
+        self._sources.close()
 
     def captures(self) -> Iterator[Capture]:
         """Every capture in capture order (of a distributed crawl: every shard's, merged by fetch time): a
@@ -173,7 +161,8 @@ class CrawlReader:
         together, ranked as one index would rank them (`store.shardsearch`)."""
         if self._sources.distributed:
             return search_shards(self._sources, query, Filters(), limit=limit).hits
-        return search(self._conn, self._crawl_id, query, Filters(), limit=limit, budget=float("inf")).hits
+        (source,) = self._sources.all
+        return search(source.conn, source.crawl_id, query, Filters(), limit=limit, budget=float("inf")).hits
 
     def record(self, url: str) -> Record:
         """The latest archived response of `url` (normalized as the crawl does). StoreError says why there is
@@ -195,15 +184,18 @@ class CrawlReader:
 
     def retries(self, limit: int = 10) -> list[Retry]:
         """Up to `limit` URLs waiting for a retry, the soonest due first: what keeps a crawl going when
-        nothing else is left."""
-        return [
+        nothing else is left (of a distributed crawl: as the shards of the nodes that tried them last hold them)."""
+        now = time.time()
+        found = [
             Retry(*row)
-            for row in self._conn.execute(
+            for source in self._sources.all
+            for row in source.conn.execute(
                 "SELECT url, IFNULL(reason, ''), attempts, not_before FROM urls "
                 "WHERE crawl_id = ? AND state = 0 AND not_before > ? ORDER BY not_before LIMIT ?",
-                (self._crawl_id, time.time(), limit),
+                (source.crawl_id, now, limit),
             )
         ]
+        return sorted(found, key=lambda retry: retry.due_at)[:limit]
 
     @property
     def stats(self) -> Overview:

@@ -37,7 +37,7 @@ async def test_a_completion_run_again_counts_what_it_completed_the_first_time(re
         token = leases.token(0)
         args = [token, "node-01", "7"]
         for entry in claimed:
-            args += [fp_bytes(entry.fp), "done", 0, b"{}"]
+            args += [fp_bytes(entry.fp), "done", 0]
         keys = [KEYS.counters(0)]
         first = await complete(keys=keys, args=args)
         again = await complete(keys=keys, args=args)  # its reply lost, the call is made again

@@ -4,7 +4,6 @@ different masters, so every pipeline, script and stream read must be routed by i
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import sys
 from collections import Counter
 from contextlib import AsyncExitStack
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.cluster.processes import crawl_rows, unfinished
 from tests.redis_servers import RedisCluster
 from tests.sites import SiteServer
 
@@ -41,13 +41,10 @@ async def test_a_coordinator_alone_crawls_every_page_once_on_a_cluster(
         with redis.Redis.from_url(url) as master:
             assert master.dbsize() > 0
 
-    db = sqlite3.connect(tmp_path / "crawl.db")
-    try:
-        captures = Counter(dict(db.execute("SELECT url, COUNT(*) FROM captures GROUP BY url").fetchall()))
-        not_ended = db.execute("SELECT COUNT(*) FROM urls WHERE state NOT IN (2, 3)").fetchone()[0]
-        retried = {url for (url,) in db.execute("SELECT url FROM captures WHERE status >= 500")}
-    finally:
-        db.close()
+    fetched = crawl_rows(tmp_path, "SELECT url, status FROM captures WHERE crawl_id = ?", "on-cluster")
+    captures = Counter(url for url, _status in fetched)
+    not_ended = unfinished(tmp_path, "on-cluster")
+    retried = {url for url, status in fetched if status is not None and status >= 500}
     assert set(captures) == {server.site.url(path) for server in servers for path in server.site.expected_fetched()}
     assert not_ended == 0
     assert all(n == 1 for url, n in captures.items() if url not in retried)  # only 5xx pages are asked again

@@ -1,5 +1,5 @@
-"""The coordinator's view of a crawl: results gathered into its database, and the end decided only when
-nothing waits or runs anywhere for a grace period (a node alone cannot tell)."""
+"""The coordinator's view of a crawl: the end decided only when nothing waits or runs anywhere for a grace
+period (a node alone cannot tell), from Redis's counters alone."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.redis_servers import blocking_client
 from tests.sites import SiteServer
 from webtrawl.cluster import coordinator as coordinating
 from webtrawl.cluster import node as node_module
-from webtrawl.cluster.coordinator import GROUP, Gatherer, watch_for_end
+from webtrawl.cluster.coordinator import watch_for_end
 from webtrawl.cluster.frontier import RedisFrontier
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.layout import Layout
@@ -32,8 +32,6 @@ from webtrawl.config import PolitenessConfig
 from webtrawl.fetch.robots import ALLOW_ALL
 from webtrawl.models import Completion, NewURL
 from webtrawl.politeness import Politeness
-from webtrawl.store.crawls import open_crawl
-from webtrawl.store.db import Database
 from webtrawl.urls import fingerprint, origin
 
 KEYS = Keys("end-test")
@@ -47,45 +45,34 @@ def new(path: str, depth: int) -> NewURL:
 
 @dataclass
 class Held:
-    """A crawl whose every partition this test holds as node-01, and the coordinator's database."""
+    """A crawl whose every partition this test holds as node-01."""
 
     client: Any
     frontier: RedisFrontier
     politeness: Politeness
-    db: Database
-    crawl_id: int
 
 
 @asynccontextmanager
-async def holding_every_partition(redis_url: str, tmp_path: Path) -> AsyncIterator[Held]:
+async def holding_every_partition(redis_url: str) -> AsyncIterator[Held]:
     client = await connect(redis_url)
     sync = blocking_client(redis_url)
-    db = await Database(tmp_path / "crawl.db").open()
     try:
-        for p in range(LAYOUT.partitions):
-            await client.xgroup_create(KEYS.stream(p), GROUP, id="0", mkstream=True)
         leases = Leases("node-01", KEYS, LAYOUT.partitions, ttl=60)
         for p in range(LAYOUT.partitions):
             assert leases.acquire(Scripts(sync), p)
         politeness = Politeness(PolitenessConfig(per_host=10, delay=0), robots=ALLOW_ALL)
-        frontier = RedisFrontier(client, KEYS, LAYOUT, leases, politeness)
-        crawl_id, _ = await db.run(open_crawl, "end", {"seeds": []})
-        yield Held(client, frontier, politeness, db, crawl_id)
+        yield Held(client, RedisFrontier(client, KEYS, LAYOUT, leases, politeness), politeness)
     finally:
-        await db.close()
         await client.aclose()
         sync.close()
 
 
-async def test_the_crawl_ends_once_nothing_waits_or_runs_and_every_result_is_gathered(
-    redis_any: str, tmp_path: Path, monkeypatch
-) -> None:
+async def test_the_crawl_ends_once_nothing_waits_or_runs(redis_any: str, monkeypatch) -> None:
     monkeypatch.setattr(coordinating, "GRACE", 0.3)
-    async with holding_every_partition(redis_any, tmp_path) as held:
-        client, frontier, politeness, db, crawl_id = held.client, held.frontier, held.politeness, held.db, held.crawl_id
-        gatherer = Gatherer(client, KEYS, LAYOUT, db, crawl_id, consumer="test")
+    async with holding_every_partition(redis_any) as held:
+        client, frontier, politeness = held.client, held.frontier, held.politeness
         await frontier.add([new("/", 0)])
-        end = asyncio.create_task(watch_for_end(client, KEYS, LAYOUT.partitions, gatherer))
+        end = asyncio.create_task(watch_for_end(client, KEYS, LAYOUT.partitions))
 
         [seed] = await frontier.claim(10)
         await asyncio.sleep(0.8)
@@ -97,54 +84,8 @@ async def test_the_crawl_ends_once_nothing_waits_or_runs_and_every_result_is_gat
         children = await frontier.claim(10)
         await frontier.complete([Completion(entry=child, verdict="done") for child in children], {})
         await asyncio.wait_for(end, timeout=3)
-
-        conn = sqlite3.connect(tmp_path / "crawl.db")
-        assert conn.execute("SELECT url, state FROM urls ORDER BY url").fetchall() == [
-            ("http://a.test/", 2),
-            ("http://a.test/a", 2),
-            ("http://a.test/b", 2),
-        ]
-        assert sum([await client.xlen(KEYS.stream(p)) for p in range(LAYOUT.partitions)]) == 0  # gathered, trimmed
-
-
-async def test_a_new_coordinator_gathers_what_a_dead_one_read_and_the_crawl_still_ends(
-    redis_any: str, tmp_path: Path, monkeypatch
-) -> None:
-    """A coordinator killed after reading results, before or while trimming them, leaves entries in the streams:
-    some delivered and never acknowledged, some acknowledged and never deleted. The next one applies them
-    (once) and trims them, so the streams drain and the end comes."""
-    monkeypatch.setattr(coordinating, "GRACE", 0.3)
-    async with holding_every_partition(redis_any, tmp_path) as held:
-        client, frontier, politeness, db, crawl_id = held.client, held.frontier, held.politeness, held.db, held.crawl_id
-        streams = [KEYS.stream(p) for p in range(LAYOUT.partitions)]
-
-        async def read_as_the_dead_one() -> list[tuple[str, bytes]]:
-            read = []
-            for stream in streams:  # one at a time: a cluster keeps them on different nodes
-                for _name, entries in await client.xreadgroup(GROUP, "dead", {stream: ">"}, count=100):
-                    read += [(stream, entry_id) for entry_id, _fields in entries]
-            return read
-
-        await frontier.add([new("/", 0)])
-        [seed] = await frontier.claim(10)
-        await frontier.complete([Completion(entry=seed, verdict="done", children=[new("/a", 1)])], {})
-        politeness.release(seed.host)
-        for stream, entry_id in await read_as_the_dead_one():
-            await client.xack(stream, GROUP, entry_id)  # acknowledged, then the process died: never deleted
-        [child] = await frontier.claim(10)
-        await frontier.complete([Completion(entry=child, verdict="done")], {})
-        assert await read_as_the_dead_one()  # delivered, then the process died: never acknowledged
-
-        gatherer = Gatherer(client, KEYS, LAYOUT, db, crawl_id, consumer="next")
-        await asyncio.wait_for(watch_for_end(client, KEYS, LAYOUT.partitions, gatherer), timeout=5)
-
-        conn = sqlite3.connect(tmp_path / "crawl.db")
-        assert conn.execute("SELECT url, state FROM urls ORDER BY url").fetchall() == [
-            ("http://a.test/", 2),
-            ("http://a.test/a", 2),
-        ]
-        assert conn.execute("SELECT url FROM captures ORDER BY url").fetchall() == []  # no captures were sent
-        assert sum([await client.xlen(stream) for stream in streams]) == 0
+        counts = await frontier.counts()
+        assert (counts.waiting, counts.running, counts.done) == (0, 0, 3)
 
 
 async def test_the_coordinators_own_node_ends_when_told_the_end_not_at_its_next_heartbeat(
@@ -185,7 +126,7 @@ async def test_the_coordinators_own_node_ends_when_told_the_end_not_at_its_next_
         await client.aclose()
     assert report.outcome == "finished" and node_report.outcome == "finished"
     assert list(nodes) == ["node-01"] and nodes["node-01"]["outcome"] == "finished"
-    conn = sqlite3.connect(tmp_path / "crawl.db")
+    conn = sqlite3.connect(tmp_path / "node" / "node.db")  # the node's shard
     assert {url for (url,) in conn.execute("SELECT url FROM captures")} == expected
     assert len(beats) == 2  # both at the node's start: before its first claim, and as its thread starts
 

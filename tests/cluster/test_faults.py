@@ -12,6 +12,7 @@ import re
 import signal
 import sqlite3
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from tests.cluster.processes import (
     check_complete,
     check_shards,
     coordinator,
+    crawl_rows,
     done_in_redis,
     first_child,
     holders,
@@ -50,21 +52,17 @@ PAGES = 50
 
 
 def responses_by_node(out: Path) -> dict[str, int]:
-    """Captures with a response in the coordinator's index, per node that fetched them."""
-    db = sqlite3.connect(out / "crawl.db")
-    try:
-        return dict(db.execute("SELECT node, COUNT(*) FROM captures WHERE status IS NOT NULL GROUP BY node"))
-    finally:
-        db.close()
+    """Captures with a response in the crawl's shards, per node that fetched them."""
+    return dict(
+        Counter(
+            node for (node,) in crawl_rows(out, "SELECT node FROM captures WHERE crawl_id = ? AND status IS NOT NULL")
+        )
+    )
 
 
 def ended(out: Path) -> set[str]:
-    """URLs the coordinator's index has done or failed."""
-    db = sqlite3.connect(out / "crawl.db")
-    try:
-        return {url for (url,) in db.execute("SELECT url FROM urls WHERE state IN (2, 3)")}
-    finally:
-        db.close()
+    """URLs the crawl's shards have done or failed."""
+    return {url for (url,) in crawl_rows(out, "SELECT url FROM urls WHERE crawl_id = ? AND state IN (2, 3)")}
 
 
 def test_a_killed_worker_loses_nothing_and_its_partitions_pass_on(tmp_path: Path) -> None:

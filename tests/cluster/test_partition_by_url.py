@@ -4,13 +4,13 @@ across the cluster, and its robots.txt is fetched once."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.processes import NAME, Process, wait_for_crawl, worker
+from tests.cluster.processes import NAME, Process, crawl_rows, wait_for_crawl, worker
 from tests.redis_servers import RedisServer
 from tests.sites import SiteServer
 
@@ -59,10 +59,10 @@ def test_one_site_is_crawled_by_every_node_within_its_limits(tmp_path: Path) -> 
         stop.set()
         thread.join(10)
 
-    db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
-    captured = dict(db.execute("SELECT url, COUNT(*) FROM captures GROUP BY url").fetchall())
+    fetched = crawl_rows(tmp_path / "coord", "SELECT url, node FROM captures WHERE crawl_id = ?")
+    captured = Counter(url for url, _node in fetched)
     assert set(captured) == {site.site.url(path) for path in site.site.expected_fetched()}
-    per_node = dict(db.execute("SELECT node, COUNT(*) FROM captures GROUP BY node").fetchall())
+    per_node = Counter(node for _url, node in fetched)
     assert len(per_node) == NODES
     assert min(per_node.values()) >= len(captured) / (2 * NODES), per_node
     assert [r.path for r in log].count("/robots.txt") == 1  # fetched by one node, shared with the others

@@ -113,7 +113,11 @@ async def test_a_worker_waits_between_passes_and_fetches_the_next_one(tmp_path: 
         "/robots.txt": [("response", None)],  # what the worker read before its pages, archived too
         "/sitemap.xml": [("response", None)],
     }
-    assert rows(tmp_path / "coord", "SELECT status, node FROM captures WHERE unchanged = 1") == [(304, node)] * 2
+    # The second pass is in the shard of the worker that fetched it.
+    assert (
+        rows(tmp_path / "worker" / "node.db", "SELECT status, node FROM captures WHERE unchanged = 1")
+        == [(304, node)] * 2
+    )
 
 
 @pytest.mark.slow
@@ -128,6 +132,7 @@ async def test_a_distributed_crawl_does_not_follow_near_duplicates(tmp_path: Pat
     site.set("/from-a", "a")
     site.set("/from-near", "reached only through the near-duplicate")
     out = tmp_path / "coord"
+    shard = out / "node.db"  # the coordinator's own node fetched every page
     async with serving(site):
         config = replace(
             fast_config(site.url + "/", out, name="twins"),
@@ -137,9 +142,9 @@ async def test_a_distributed_crawl_does_not_follow_near_duplicates(tmp_path: Pat
         )
         await coordinate(config, redis_url)
     found = {"/" + url.split("/", 3)[3]: (dup, near) for url, dup, near in rows(
-        out, "SELECT url, duplicate_of, near_duplicate_of FROM captures")}  # fmt: skip
-    (a_fp,) = rows(out, "SELECT fp FROM urls WHERE url = ?", site.url + "/a")[0]
-    (copy_fp,) = rows(out, "SELECT fp FROM urls WHERE url = ?", site.url + "/copy")[0]
+        shard, "SELECT url, duplicate_of, near_duplicate_of FROM captures")}  # fmt: skip
+    (a_fp,) = rows(shard, "SELECT fp FROM urls WHERE url = ?", site.url + "/a")[0]
+    (copy_fp,) = rows(shard, "SELECT fp FROM urls WHERE url = ?", site.url + "/copy")[0]
     assert found["/copy"][0] == a_fp and found["/a"] == (None, None)
     assert found["/near"][1] in (a_fp, copy_fp)
     assert "/from-near" not in found

@@ -14,7 +14,7 @@ import pytest
 
 import webtrawl
 from tests.cluster.conftest import CrawledTwice
-from tests.cluster.processes import NAME
+from tests.cluster.processes import NAME, crawl_rows
 from webtrawl.store.browse import Filters, SearchResult, search
 from webtrawl.store.export import iso_time
 from webtrawl.store.shards import Sources, split_id
@@ -80,9 +80,7 @@ def test_search_over_shards_finds_what_one_index_finds(crawled_twice: CrawledTwi
             assert crawl.unreachable_shards == []
             every = every_hit(lambda after: search_shards(shards, common[0], Filters(), after=after, limit=1000))
             assert [(h.page.url, h.score) for h in crawl.search(common[0], limit=1000)] == every
-            gathered = sqlite3.connect(f"file:{coord / 'crawl.db'}?mode=ro", uri=True)
-            in_index = sorted(gathered.execute("SELECT url, fetched_at FROM captures"))
-            gathered.close()
+            in_index = crawl_rows(coord, "SELECT url, fetched_at FROM captures WHERE crawl_id = ?")
             assert sorted((c.url, c.fetched_at) for c in crawl.captures()) == sorted(
                 (url, iso_time(at)) for url, at in in_index
             )

@@ -7,9 +7,9 @@ import asyncio
 import json
 import os
 import signal
-import sqlite3
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from tests.cluster.processes import (
     NAME,
     Process,
     captures,
+    crawl_rows,
     node_of,
     unfinished,
     wait_for_crawl,
@@ -104,22 +105,14 @@ def coordinator(site: RedirectedSite, url: str, out: Path, *extra: str) -> Proce
 
 def out_of_scope_on_target(out: Path, site: RedirectedSite) -> list[str]:
     """URLs of the redirect's target host the index records as dropped for being out of scope."""
-    db = sqlite3.connect(out / "crawl.db")
-    try:
-        rows = db.execute("SELECT url FROM dropped WHERE reason = 'out-of-scope'").fetchall()
-    finally:
-        db.close()
+    rows = crawl_rows(out, "SELECT url FROM dropped WHERE crawl_id = ? AND reason = 'out-of-scope'")
     return [url for (url,) in rows if url.startswith(site.target.site.origin + "/")]
 
 
 def extra_hosts(out: Path) -> list[str]:
-    """The hosts the coordinator's index says the crawl's scope gained."""
-    db = sqlite3.connect(out / "crawl.db")
-    try:
-        (hosts,) = db.execute("SELECT extra_hosts FROM crawls WHERE name = ?", (NAME,)).fetchone()
-    finally:
-        db.close()
-    return json.loads(hosts)
+    """The hosts the crawl's shards say its scope gained."""
+    rows = crawl_rows(out, "SELECT extra_hosts FROM crawls WHERE id = ?")
+    return sorted({host for (hosts,) in rows for host in json.loads(hosts)})
 
 
 @pytest.mark.slow
@@ -167,11 +160,9 @@ def test_a_worker_that_joins_after_the_redirect_has_the_new_host_in_scope(tmp_pa
         expected = site.expected()
     assert expected <= set(gathered), f"{len(expected - set(gathered))} of {len(expected)} pages missing"
     assert out_of_scope_on_target(tmp_path / "coord", site) == []
-    db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
-    try:
-        by_node = dict(db.execute("SELECT node, COUNT(*) FROM captures GROUP BY node").fetchall())
-    finally:
-        db.close()
+    by_node = Counter(
+        node for (node,) in crawl_rows(tmp_path / "coord", "SELECT node FROM captures WHERE crawl_id = ?")
+    )
     assert len(by_node) == 2 and min(by_node.values()) > 0, by_node  # both took part: the late one after the redirect
 
 

@@ -4,7 +4,6 @@ its throughput (a real site, real processes, a real Redis)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections import Counter
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.cluster.processes import KEYS, NAME, Process, Sites, wait_for_crawl, worker
+from tests.cluster.processes import KEYS, NAME, Process, Sites, crawl_rows, wait_for_crawl, worker
 from tests.redis_servers import RedisServer
 
 PAGES = 700
@@ -93,11 +92,11 @@ def test_nodes_joining_a_running_crawl_take_their_share_of_it(tmp_path: Path) ->
         hits = Counter(site.site.url(r.path) for r in site.log if r.path != "/robots.txt" and "sitemap" not in r.path)
         expected = {site.site.url(path) for path in site.site.expected_fetched()}
 
-    db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
-    captured = dict(db.execute("SELECT url, COUNT(*) FROM captures GROUP BY url").fetchall())
+    fetched = crawl_rows(tmp_path / "coord", "SELECT url, node FROM captures WHERE crawl_id = ?")
+    captured = Counter(url for url, _node in fetched)
     assert set(captured) == expected
     assert hits == captured  # partitions moved, and no URL ran twice (only a server error is asked again)
-    per_node = dict(db.execute("SELECT node, COUNT(*) FROM captures GROUP BY node").fetchall())
+    per_node = Counter(node for _url, node in fetched)
     assert len(per_node) == NODES
     assert min(per_node.values()) >= len(captured) / 4, per_node
     assert set(holdings.joined) == set(per_node)

@@ -15,16 +15,16 @@ from .bloom import fp_bytes
 
 log = logging.getLogger(__name__)
 
-Chunk = Sequence[tuple[Completion, memoryview]]
-"""Results of one partition, each with its encoded stream entry (`wire.completion_argument`)."""
+Chunk = Sequence[Completion]
+"""Results of one partition."""
 
 
 def completion_args(token: str, node: str, batch: int, chunk: Chunk, now: float) -> list[Any]:
     """The arguments of `complete.lua` for `chunk`, sent under lease `token` as `node`'s batch `batch`."""
     args: list[Any] = [token, node, str(batch)]
-    for item, sent in chunk:
+    for item in chunk:
         delay = max(0, int(((item.not_before or now) - now) * 1000))
-        args += [fp_bytes(item.entry.fp), item.verdict, delay, sent]
+        args += [fp_bytes(item.entry.fp), item.verdict, delay]
     return args
 
 
@@ -35,7 +35,7 @@ def refused(p: int, chunk: Chunk, reply: Any) -> set[int]:
     if reply is not None and not reply[1]:
         return set()
     skipped = None if reply is None else set(reply[1])
-    items = [item for item, _sent in chunk if skipped is None or fp_bytes(item.entry.fp) in skipped]
+    items = [item for item in chunk if skipped is None or fp_bytes(item.entry.fp) in skipped]
     fetched = sum(item.capture is not None for item in items)
     log.warning(
         "partition %d: %d result(s) not recorded (%d of them fetched): its lease passed to another node",

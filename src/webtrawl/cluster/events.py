@@ -35,16 +35,15 @@ class Requeued:
 
 
 @dataclass(frozen=True, slots=True)
-class Gathering:
-    """Every few seconds while the crawl runs: the coordinator's progress and each live node's heartbeat."""
+class Running:
+    """Every few seconds while the crawl runs: its URL counts (Redis's) and each live node's heartbeat."""
 
     name: str
-    gathered: int
+    done: int
+    failed: int
     waiting: int
     running: int
-    backlog: int
-    """Results in the streams not yet gathered."""
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-Event = LeaseHeld | Restored | Requeued | Gathering
+Event = LeaseHeld | Restored | Requeued | Running

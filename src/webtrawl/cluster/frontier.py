@@ -15,7 +15,6 @@ hosts live. Batches are cut into chunks so a page with 100,000 links never block
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter, defaultdict
@@ -29,7 +28,7 @@ from ..frontier.importance import SEED_CASH, already_seen, shares
 from ..frontier.seen import SeenCache
 from ..models import Completion, Entry, FrontierCounts, NewURL, Previous, Resource, Revisit, State
 from ..politeness import Politeness
-from ..urls import origin, partition_of, template
+from ..urls import partition_of, template
 from .bloom import fp_bytes
 from .completing import completion_args, refused
 from .entries import decode_record, encode_record
@@ -38,7 +37,6 @@ from .layout import Layout
 from .leases import PARTITION_FIELDS, Leases
 from .redisconn import UNREACHABLE, persist, pipelined
 from .scripts import Scripts
-from .wire import completion_argument, encode_site_files
 
 if TYPE_CHECKING:
     from .hostlimits import SharedHostLimits
@@ -56,9 +54,6 @@ REFRESH_EVERY = 0.5
 """Seconds between two reads of the held partitions' hosts (to see URLs other nodes added)."""
 HOSTS_PER_REFRESH = 1000
 """Hosts read per partition and refresh, lowest head first."""
-MAX_BACKLOG = 5_000
-"""Results waiting in the held partitions' streams beyond which this node stops claiming until the
-coordinator catches up: Redis memory stays bounded when the coordinator is slow or away."""
 
 
 class RedisFrontier:
@@ -108,8 +103,9 @@ class RedisFrontier:
         with what is in flight here."""
         self._running = 0
         self._refreshed = 0.0
-        self._backlog = 0
         self._done = 0
+        self._dropped: list[list[str]] = []
+        """URLs refused since the last `_record_drops` (see there)."""
         """URLs this node completed as done since `_done_base` (the crawl's total at the last refresh) was read."""
         self._done_base = 0
         self.paused = False
@@ -175,10 +171,11 @@ class RedisFrontier:
     # -- adding -----------------------------------------------------------------------------------
 
     async def add(self, urls: Sequence[NewURL], drops: Sequence[tuple[str, str]] = ()) -> int:
-        if drops:
-            await self._record_drops(0, [[url, reason, ""] for url, reason in drops])
+        self._dropped += [[url, reason, ""] for url, reason in drops]
         cash = {u.fp: SEED_CASH for u in urls if u.kind == "seed"} if self._importance else None
-        return await self._add(self._seen.fresh(urls), cash)
+        added = await self._add(self._seen.fresh(urls), cash)
+        await self._record_drops()
+        return added
 
     async def _add(
         self, urls: Sequence[NewURL], cash: Mapping[int, float] | None, previous: Mapping[int, Previous] | None = None
@@ -207,16 +204,19 @@ class RedisFrontier:
             if over:  # (fingerprint, budget) pairs: drops with the page that linked them, recorded after the
                 # add, so a node that dies between the two loses these drops' records, not URLs (never added)
                 by_fp = {fp_bytes(u.fp): u for u in chunk}
-                rows = []
                 for fp, reason in zip(over[::2], over[1::2], strict=True):
                     u = by_fp[fp]
-                    rows.append([u.url, reason.decode(), "" if u.referrer_fp is None else str(u.referrer_fp)])
-                await self._record_drops(p, rows)
+                    self._dropped.append([u.url, reason.decode(), "" if u.referrer_fp is None else str(u.referrer_fp)])
         return added
 
-    async def _record_drops(self, p: int, drops: list[list[str]]) -> None:
-        """URLs not taken, as [url, reason, referrer fp] rows, to partition `p`'s stream for the coordinator."""
-        await self._script("recording drops", self._scripts.drops, p, [json.dumps(drops)])
+    async def _record_drops(self) -> None:
+        """Record the URLs not taken since the last call ([url, reason, referrer fp] rows) in the node's shard:
+        after the batch whose links they were is settled there, which adds its links as waiting URLs (a URL
+        over a budget is then taken out again). The coordinator's frontier, which has no shard, adds only
+        seeds and restores: what it drops is not recorded."""
+        dropped, self._dropped = self._dropped, []
+        if dropped and self._shard is not None:
+            await self._shard.record_drops(dropped)
 
     async def restore(self, rows: Sequence[tuple[Entry, State]]) -> int:
         """Put back URLs of a crawl this Redis lost, as the coordinator's index has them: an ended URL is seen,
@@ -290,8 +290,6 @@ class RedisFrontier:
         mono = time.monotonic()
         if mono - self._refreshed >= REFRESH_EVERY:
             await self._refresh(usable)
-        if self._backlog > MAX_BACKLOG:
-            return []
         self._wake_ready()
         now = time.time()
         for p in [p for p, at in self._retry_at.items() if at <= now and p in usable]:
@@ -350,17 +348,15 @@ class RedisFrontier:
         return entries
 
     async def _refresh(self, usable: Mapping[int, str]) -> None:
-        """Read the hosts, due retries and result backlog of every held partition; forget lost ones."""
+        """Read the hosts and due retries of every held partition; forget lost ones."""
         self._refreshed = time.monotonic()
         for p in [p for p in self._known if p not in usable and not self._in_flight.get(p)]:
             self._forget_partition(p)
-        backlog = 0
         now = time.time()
         for p in usable:
-            hosts, later, length, (seconds, micros) = await self._redis(
+            hosts, later, (seconds, micros) = await self._redis(
                 "reading a partition", partial(pipelined, self._client, partial(self._read_partition, p))
             )
-            backlog += length
             flat: list[Any] = []
             for host, score in hosts:
                 flat += [host, score]
@@ -375,14 +371,12 @@ class RedisFrontier:
                 self._retry_at[p] = now + max(0.0, later[0][1] / 1000 - redis_now)
             else:
                 self._retry_at.pop(p, None)
-        self._backlog = backlog
         self._done_base, self._done = (await self.counts()).done, 0
 
     def _read_partition(self, p: int, pipe: Any) -> None:
         keys = self._keys
         pipe.zrange(keys.hosts(p), 0, HOSTS_PER_REFRESH - 1, withscores=True)
         pipe.zrange(keys.later(p), 0, 0, withscores=True)
-        pipe.xlen(keys.stream(p))
         # TIME through a script on the partition's key: it is that node's clock that dates the retries, and
         # a Cluster pipeline refuses TIME (it has no key to route by).
         pipe.eval("return redis.call('TIME')", 1, keys.later(p))
@@ -402,24 +396,19 @@ class RedisFrontier:
         The batch is staged in the node's shard with the archive checkpoint before anything is completed in
         Redis, and settled there with what Redis accepted after (`cluster.shard`): a crash before leaves
         records whose URLs are fetched again (at least once), never a result without its record; a crash
-        after is settled at the next start. Site files are not URLs of any partition: they go to the stream
-        of their host's, fenced by the crawl's incarnation only (as drops are).
+        after is settled at the next start. Site files are not URLs of any partition: they are indexed in the
+        shard as they are staged.
         """
-        by_partition: dict[int, list[tuple[Completion, memoryview]]] = defaultdict(list)
+        by_partition: dict[int, list[Completion]] = defaultdict(list)
         for item in batch:
-            p = self.partition(item.entry.url, item.entry.host)
-            by_partition[p].append((item, completion_argument(item, self._leases.node)))
+            by_partition[self.partition(item.entry.url, item.entry.host)].append(item)
         batch_id = 0
         if self._shard is not None:
             batch_id = self._shard.next_batch()
-            results = [(p, item, sent) for p, items in by_partition.items() for item, sent in items]
+            results = [(p, item) for p, items in by_partition.items() for item in items]
             await self._shard.stage(batch_id, checkpoint, results, site_files)
             if results:
                 crash_point("after-stage")
-        if site_files:
-            entry = encode_site_files(list(site_files), self._leases.node)
-            p = self.partition(site_files[0].url, origin(site_files[0].url))
-            await self._script("sending site files", self._scripts.site_files, p, [entry])
         children = self._seen.fresh(child for item in batch for child in item.children)
         cash = None
         if self._importance:
@@ -429,16 +418,15 @@ class RedisFrontier:
             await self._add(children, cash)
         now = time.time()
         lost: set[int] = set()
-        for p, pairs in by_partition.items():
+        for p, items in by_partition.items():
             token = self._leases.token(p)
-            for start in range(0, len(pairs), CHUNK):
-                chunk = pairs[start : start + CHUNK]
+            for start in range(0, len(items), CHUNK):
+                chunk = items[start : start + CHUNK]
                 reply = None
                 if token is not None:
                     args = completion_args(token, self._leases.node, batch_id, chunk, now)
                     reply = await self._script("completing", self._scripts.complete, p, args)
                 lost |= refused(p, chunk, reply)
-            items = [item for item, _sent in pairs]
             self._done += sum(item.verdict == "done" and item.entry.fp not in lost for item in items)
             retries = [item.not_before or now for item in items if item.verdict == "retry"]
             if retries and token is not None:
@@ -450,6 +438,7 @@ class RedisFrontier:
         if self._shard is not None and batch:
             crash_point("before-settle")
             await self._shard.settle(batch_id, [item for item in batch if item.entry.fp not in lost])
+        await self._record_drops()
         self._running -= len(batch)
 
     # -- state ------------------------------------------------------------------------------------
@@ -479,7 +468,7 @@ class RedisFrontier:
         return self.finished and self._running == 0
 
     def next_wakeup(self) -> float | None:
-        if self.paused or self.finished or self._backlog > MAX_BACKLOG:
+        if self.paused or self.finished:
             # Nothing may be claimed before the next refresh (or heartbeat): waiting less would spin.
             return max(0.05, REFRESH_EVERY - (time.monotonic() - self._refreshed))
         waits = [REFRESH_EVERY]

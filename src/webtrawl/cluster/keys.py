@@ -31,9 +31,6 @@ class Keys:
     def later(self, p: int) -> str:
         return self.partition(p) + ":later"
 
-    def stream(self, p: int) -> str:
-        return self.partition(p) + ":s"
-
     def acks(self, p: int) -> str:
         return self.partition(p) + ":ack"
 

@@ -1,12 +1,12 @@
 """The coordinator's own node: a `webtrawl worker` process that `webtrawl crawl --redis` starts beside itself.
 
-Crawling and gathering run in two processes so that they run on two cores. In one process, the node's
-fetching and archiving and the coordinator's gathering (decoding entries, the ingest's transactions, the
-search index's catch-up) took turns under one interpreter lock: one node made 0.68–0.87× the pages/s of an
-embedded crawl, and 0.88–0.92× as two processes (benchmarks/README.md, "Distributed on Redis").
+The node runs as a process of its own, like any worker, so the coordinator's own work (watching the
+partitions, publishing progress, listing shards) never takes turns with its fetching under one interpreter
+lock (when the coordinator still gathered every page, one process made 0.68–0.87× the pages/s of an
+embedded crawl, two 0.88–0.92×: benchmarks/README.md, "Distributed on Redis").
 
 The node is an ordinary worker, started with `--attached` in the coordinator's directory (it writes its WARC
-files there; the coordinator writes its index beside them). The coordinator holds the directory's lock and
+files and its shard there, beside the coordinator's own database). The coordinator holds the directory's lock and
 hands it down (`--lock-fd`, then the node's `Node.lock_fd`): the lock names the process the user started,
 and the directory stays locked while either process lives. The node reads one-word commands from its
 stdin, which the coordinator writes:

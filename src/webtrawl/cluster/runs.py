@@ -18,12 +18,12 @@ from ..errors import ConfigError, NodeExited
 from ..interrupts import Interrupts
 from ..politeness import Politeness
 from ..stats import CrawlReport
-from ..store.ingest import settle_unreached
-from ..store.opened import open_crawl_directory, outcome_counts
+from ..store.crawls import extra_hosts
+from ..store.opened import fetched_since, open_crawl_directory, outcome_counts
 from ..store.schedule import DueCursor, due_in
 from ..store.shards import ShardPlace, Sources, save_places
-from .coordinator import CoordinatorLease, Gatherer, check_present, create_or_join, load_crawl, scan, watch_for_end
-from .events import Event, Gathering, Requeued, Restored
+from .coordinator import CoordinatorLease, check_present, create_or_join, load_crawl, scan, watch_for_end
+from .events import Event, Requeued, Restored, Running
 from .frontier import RedisFrontier
 from .keys import Keys
 from .layout import Layout
@@ -33,7 +33,7 @@ from .ownnode import OwnNode, following_coordinator
 from .progress import keep_publishing, publish_now
 from .redisconn import advising_when_gone, cancel, joining, open_clients, persist, pipelined
 from .restore import restore_if_due
-from .shard import registered_shards
+from .shard import registered_shards, settle_left
 from .status import all_nodes
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ async def run_coordinator(
     on_event: Callable[[Event], None] | None = None,
     interrupts: Interrupts | None = None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
-    """Create or rejoin the crawl, crawl as a node (unless `fetch` is off), gather results until it ends.
+    """Create or rejoin the crawl, crawl as a node (unless `fetch` is off), and watch it until it ends.
 
     With `interrupts` (the command's Ctrl-C), an interrupt while crawling stops this process gracefully (its
     fetches in flight finish); the crawl goes on in Redis. Without, only `webtrawl control stop` ends a run.
@@ -101,18 +101,12 @@ async def _coordinate(
     """`node_url`: the Redis its own node joins the crawl through, None for a coordinator that does not fetch."""
     async with open_crawl_directory(config) as opened:
         out, db, crawl_id, gained = opened.out, opened.db, opened.crawl_id, opened.gained_hosts
-        gatherer = Gatherer(
-            client,
-            keys,
-            layout,
-            db,
-            crawl_id,
-            consumer=f"coordinator-{lease.token[:8]}",
-            near_distance=config.near_distance,
-        )
         frontier = _frontier(client, keys, layout, config)
         # Every node learns them from Redis: a crawl rebuilt there, or one an earlier webtrawl started, too.
-        await frontier.widen_scope(gained)
+        # The nodes' shards keep those their pages gained.
+        with Sources.shards_of(out, config.name) as shards:
+            gained = [*gained, *(host for shard in shards.all for host in extra_hosts(shard.conn, shard.crawl_id))]
+        await frontier.widen_scope(list(dict.fromkeys(gained)))
         restored = await restore_if_due(client, keys, db, crawl_id, frontier, out)
         if restored is not None:
             for place in restored.unreachable:
@@ -126,13 +120,10 @@ async def _coordinate(
                 on_event(Restored(keys.name, restored.urls, restored.shards))
         await frontier.add(opened.seed_urls())
         if config.revisit.recrawl:
-            # Results of the last pass come in first: what they change decides what is due.
-            while await gatherer.round():
-                pass
             revisited = await _requeue_due(out, config.name, frontier)
             if on_event is not None:
                 on_event(Requeued(keys.name, revisited))
-        before = await db.run(_last_capture)  # what the index gathers from here on is this run's
+        started = time.time()  # the shards' captures from here on are this run's
         # A new run: a crawl stopped (or over, or idle between passes) before runs again; reports are this run's.
         if await client.get(keys.control) in (b"stop", b"finished", b"idle"):
             await client.set(keys.control, "run")
@@ -150,13 +141,11 @@ async def _coordinate(
                 renewing = tg.create_task(_renew(client, keys, layout, lease))
                 listing = tg.create_task(_list_shards(client, keys, out))
                 publishing = tg.create_task(keep_publishing(client, sync, keys, layout, db, crawl_id))
-                ending = tg.create_task(watch_for_end(client, keys, layout.partitions, gatherer))
+                ending = tg.create_task(watch_for_end(client, keys, layout.partitions))
                 stopping = tg.create_task(_watch_for_stop(client, keys))
                 limits = tg.create_task(_watch_limits(client, keys, layout, config))
                 interrupt = tg.create_task(interrupted.wait())
-                live = (
-                    tg.create_task(_live_reports(client, sync, keys, layout, gatherer, on_event)) if on_event else None
-                )
+                live = tg.create_task(_live_reports(client, sync, keys, layout, on_event)) if on_event else None
                 watchers = {ending, stopping, limits, interrupt}
                 done, _ = await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
                 if ending in done:
@@ -179,26 +168,26 @@ async def _coordinate(
                     await node_task
                 # Nodes report when they leave: not after a pass that leaves them waiting for the next.
                 leaving = outcome != "interrupted" and config.revisit.every is None
-                reports = await _final_reports(client, sync, keys, gatherer, wait=leaving)
+                reports = await _final_reports(client, sync, keys, wait=leaving)
                 heartbeats = await persist("reading nodes", lambda: asyncio.to_thread(all_nodes, sync, keys))
                 await cancel({renewing, listing, publishing, *filter(None, [live])})
-        if outcome == "finished":
-            lost = await db.run(settle_unreached, crawl_id)
-            if lost:
-                log.warning("%d link(s) were taken for seen URLs by the Bloom filter and not crawled", lost)
+        if await settle_left(client, keys, layout.partitions, out, config.name, config.near_distance):
+            log.info("settled what killed nodes left staged in their shards")
         await publish_now(client, sync, keys, layout, db, crawl_id, outcome)
         counts = await scan(client, keys, layout.partitions)
-        nodes = _run_nodes(reports, heartbeats, await db.run(_gathered_since, crawl_id, before))
+        with Sources.open(out, config.name) as sources:
+            nodes = _run_nodes(reports, heartbeats, await asyncio.to_thread(fetched_since, sources, started))
+            outcomes = await asyncio.to_thread(outcome_counts, sources)
         report = CrawlReport(
             name=config.name,
             outcome=outcome,
             pages=sum(row["pages"] for row in nodes.values()),
             bytes=sum(row["bytes"] for row in nodes.values()),
             elapsed=max((r.get("elapsed", 0) for r in reports.values()), default=0),
-            done_total=await db.run(_count_state, crawl_id, 2),
-            failed_total=await db.run(_count_state, crawl_id, 3),
+            done_total=counts.done,
+            failed_total=counts.failed,
             waiting=counts.waiting,
-            **await db.run(outcome_counts, crawl_id),
+            **outcomes,
         )
         (out / f"{config.name}-nodes.json").write_text(json.dumps(nodes, indent=2, sort_keys=True))
         save_places(out, await registered_shards(client, keys))
@@ -236,33 +225,18 @@ async def _own_node(node: OwnNode, client: Any, keys: Keys, layout: Layout) -> N
         raise
 
 
-def _last_capture(conn: Any) -> int:
-    """The id of the index's newest capture: those of this run come after it."""
-    return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM captures").fetchone()[0])
-
-
-def _gathered_since(conn: Any, crawl_id: int, after: int) -> dict[str, tuple[int, int]]:
-    """Per node, the responses the index gathered after capture `after` (this run), and their bytes."""
-    rows = conn.execute(
-        "SELECT node, COUNT(*), COALESCE(SUM(size), 0) FROM captures "
-        "WHERE id > ? AND crawl_id = ? AND status IS NOT NULL GROUP BY node",
-        (after, crawl_id),
-    )
-    return {node: (pages, size) for node, pages, size in rows if node is not None}
-
-
 def _run_nodes(
-    reports: dict[str, dict[str, Any]], heartbeats: dict[str, dict[str, Any]], gathered: dict[str, tuple[int, int]]
+    reports: dict[str, dict[str, Any]], heartbeats: dict[str, dict[str, Any]], fetched: dict[str, tuple[int, int]]
 ) -> dict[str, dict[str, Any]]:
-    """Every node of this run, with the pages and bytes the index gathered from it.
+    """Every node of this run, with the pages and bytes of it the shards hold.
 
-    Counted from the index, not from what nodes say they fetched: a killed node says nothing, and a node's
+    Counted from the shards, not from what nodes say they fetched: a killed node says nothing, and a node's
     late fetches refused under a lease it had lost are not the crawl's. A node that left no final report (it
     was killed or cut off, or it stays for the next pass) is shown from its last heartbeat: its state is its
     outcome (`lost` when that heartbeat is old).
     """
     nodes = {}
-    for node in sorted(set(reports) | set(gathered)):
+    for node in sorted(set(reports) | set(fetched)):
         last = heartbeats.get(node, {})
         row = reports.get(node) or {
             "host": last.get("host", ""),
@@ -270,7 +244,7 @@ def _run_nodes(
             "elapsed": last.get("elapsed", 0),
             "outcome": last.get("state", "lost"),
         }
-        pages, size = gathered.get(node, (0, 0))
+        pages, size = fetched.get(node, (0, 0))
         elapsed = row.get("elapsed") or 0
         nodes[node] = {
             **row,
@@ -279,10 +253,6 @@ def _run_nodes(
             "pages_per_s": round(pages / elapsed, 2) if elapsed else 0.0,
         }
     return nodes
-
-
-def _count_state(conn: Any, crawl_id: int, state: int) -> int:
-    return conn.execute("SELECT COUNT(*) FROM urls WHERE crawl_id = ? AND state = ?", (crawl_id, state)).fetchone()[0]
 
 
 def _frontier(client: Any, keys: Keys, layout: Layout, config: CrawlConfig) -> RedisFrontier:
@@ -345,22 +315,18 @@ async def _done(client: Any, keys: Keys, layout: Layout) -> int:
 async def _watch_for_stop(client: Any, keys: Keys) -> None:
     while await persist("reading the control key", lambda: client.get(keys.control)) != b"stop":
         await asyncio.sleep(0.5)
-    # Nodes let in-flight fetches finish and leave; their last results are gathered before the end.
+    # Nodes let in-flight fetches finish, settle them in their shards and leave.
     await asyncio.sleep(HEARTBEAT)
 
 
-async def _final_reports(
-    client: Any, sync: Any, keys: Keys, gatherer: Gatherer, *, wait: bool
-) -> dict[str, dict[str, Any]]:
-    """Gather the last results and wait (a little, if `wait`) for every live node's final report."""
+async def _final_reports(client: Any, sync: Any, keys: Keys, *, wait: bool) -> dict[str, dict[str, Any]]:
+    """Wait (a little, if `wait`) for every live node's final report."""
     deadline = asyncio.get_running_loop().time() + (REPORT_WAIT if wait else 0)
     while True:
-        await gatherer.round()
         reports = await persist("reading node reports", lambda: client.hgetall(keys.report))
         reports = {k.decode(): json.loads(v) for k, v in reports.items()}
         live = await persist("reading nodes", lambda: asyncio.to_thread(live_nodes, sync, keys))
         if all(node in reports for node in live) or asyncio.get_running_loop().time() > deadline:
-            await gatherer.round()
             return reports
         await asyncio.sleep(0.5)
 
@@ -426,12 +392,10 @@ def _with_out(config: CrawlConfig, out: Path) -> CrawlConfig:
 LIVE_EVERY = 5.0
 
 
-async def _live_reports(
-    client: Any, sync: Any, keys: Keys, layout: Layout, gatherer: Gatherer, on_event: Callable[[Event], None]
-) -> None:
+async def _live_reports(client: Any, sync: Any, keys: Keys, layout: Layout, on_event: Callable[[Event], None]) -> None:
     """The crawl's progress and its live nodes, every few seconds."""
     while True:
         await asyncio.sleep(LIVE_EVERY)
         counts = await scan(client, keys, layout.partitions)
         nodes = await persist("reading nodes", lambda: asyncio.to_thread(live_nodes, sync, keys))
-        on_event(Gathering(keys.name, gatherer.ingested, counts.waiting, counts.running, counts.backlog, nodes))
+        on_event(Running(keys.name, counts.done, counts.failed, counts.waiting, counts.running, nodes))

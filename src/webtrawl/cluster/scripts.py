@@ -45,8 +45,6 @@ class Scripts:
         self.lease = partition_script(_lua("lease.lua"))
         self.revisit = partition_script(_lua("revisit.lua"))
         self.ended = partition_script(BLOOM_LUA + _lua("ended.lua"))
-        self.drops = partition_script(_lua("drops.lua"))
-        self.site_files = partition_script(_lua("sitefiles.lua"))
         self.widen_scope = fenced(_lua("scope.lua"))
         """Not a partition's: called with the crawl's scope set (`Keys.scope`), fenced alike."""
         self.host_slots = client.register_script(_lua("hostslots.lua"))

@@ -17,15 +17,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..errors import StoreError
 from ..frontier.seen import SeenCache
 from ..models import Completion, Resource
-from ..store.db import Database
+from ..store.crawls import crawl_id_of
+from ..store.db import NODE_DB, Database, DirectoryLock, connect
+from ..store.ingest import ingest_drops
 from ..store.shard import Staged, settle, stage, staged
-from ..store.shards import ShardPlace
+from ..store.shards import ShardPlace, load_places
 from .bloom import fp_bytes
 from .keys import Keys
 from .redisconn import persist, pipelined
-from .wire import decode_completion
+from .wire import decode_completion, encode_completion
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +56,18 @@ class NodeShard:
         self,
         batch: int,
         checkpoint: Mapping[str, int],
-        results: Sequence[tuple[int, Completion, memoryview]],
+        results: Sequence[tuple[int, Completion]],
         site_files: Sequence[Resource],
     ) -> None:
-        """Save the checkpoint, index the site files and stage `results` (partition, completion, its encoded
-        result)."""
-        rows = [Staged(batch, c.entry.fp, self.node, p, bytes(result)) for p, c, result in results]
+        """Save the checkpoint, index the site files and stage `results` (partition, completion)."""
+        rows = [Staged(batch, c.entry.fp, self.node, p, encode_completion(c, self.node)) for p, c in results]
         self.settled = not rows
         await self._db.run(stage, self._crawl_id, checkpoint, rows, site_files, self.node)
+
+    async def record_drops(self, drops: Sequence[Sequence[str]]) -> None:
+        """Record URLs refused outside a page's completion: over a budget as they were added, out of a
+        sitemap's scope (`store.ingest.ingest_drops`)."""
+        await self._db.run(ingest_drops, self._crawl_id, drops)
 
     async def settle(self, batch: int, accepted: Sequence[Completion]) -> None:
         await self._db.run(settle, self._crawl_id, batch, self.node, accepted, self._near_distance, self._seen.fresh)
@@ -90,6 +97,45 @@ class NodeShard:
             )  # fmt: skip
         for node in {row.node for row in left}:
             await forget_acks(client, keys, node, partitions)
+
+
+async def settle_left(client: Any, keys: Keys, partitions: int, directory: Path, name: str, near_distance: int) -> int:
+    """Settle what nodes that will not come back left staged in the shards this machine reaches, as a node
+    started in a shard's directory would: the coordinator does it at the end of a run, once its nodes have
+    left, so a node killed for good loses nothing Redis accepted from it. A shard whose directory a process
+    still holds is its node's to settle, and skipped. Returns how many shards it settled."""
+    settled = 0
+    for place in load_places(directory):
+        shard_dir = Path(place.path)
+        database = shard_dir / NODE_DB
+        if place.copy or not database.is_file() or not await asyncio.to_thread(_has_staged, database):
+            continue
+        own = shard_dir.resolve() == directory.resolve()  # this process holds its directory: its node has left
+        lock = DirectoryLock(shard_dir)
+        try:
+            if not own:
+                lock.acquire()
+        except StoreError:
+            continue  # a node runs there
+        try:
+            db = await Database(database).open()
+            try:
+                crawl_id = await db.read(crawl_id_of, name)
+                await NodeShard(db, crawl_id, "coordinator", near_distance).recover(client, keys, partitions)
+                settled += 1
+            finally:
+                await db.close()
+        finally:
+            lock.release()
+    return settled
+
+
+def _has_staged(database: Path) -> bool:
+    conn = connect(database, readonly=True)
+    try:
+        return conn.execute("SELECT 1 FROM pending_results LIMIT 1").fetchone() is not None
+    finally:
+        conn.close()
 
 
 async def forget_acks(client: Any, keys: Keys, node: str, partitions: int) -> None:

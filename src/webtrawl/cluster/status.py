@@ -79,7 +79,6 @@ async def crawl_status(url: str, name: str) -> dict[str, Any]:
                 "running": counts.running,
                 "done": counts.done,
                 "failed": counts.failed,
-                "to gather": counts.backlog,
             },
             "nodes": nodes,
             "dedup": layout.dedup,

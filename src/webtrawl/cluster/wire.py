@@ -1,15 +1,16 @@
-"""A completed URL as it travels from a node to the coordinator: one Redis stream entry of compact JSON.
+"""A completed URL as a node stages it in its shard before Redis accepts it: one entry of compact JSON.
 
-A node appends one entry per completed URL in the script that completes it; the coordinator decodes the
-entries and writes them into its crawl database (`store.ingest`). JSON stays readable with
-`redis-cli XRANGE`; orjson writes a page's entry (24 KB, most of it the page's text) in a quarter of the
-standard library's time, 0.04 ms against 0.16 ms, on the event loop of a node that fetches. A page's links
-dominate the rest of an entry, so each link (and the entry it came from, and its WARC location) is a
-positional array; the capture, one per entry and full of optional fields, keeps its field names. Every value
-round-trips exactly: floats through their shortest repr, tuples and header pairs rebuilt as tuples.
+A node stages each result of a batch (`store.shard`, `pending_results`) in the transaction that saves its
+archive checkpoint, and decodes what a killed predecessor left staged to settle it (`cluster.shard`).
+orjson writes a page's entry (24 KB, most of it the page's text) in a quarter of the standard library's time,
+0.04 ms against 0.16 ms, on the event loop of a node that fetches. A page's links dominate the rest of an
+entry, so each link (and the entry it came from, and its WARC location) is a positional array; the capture,
+one per entry and full of optional fields, keeps its field names. Every value round-trips exactly: floats
+through their shortest repr, tuples and header pairs rebuilt as tuples.
 
-Entries outlive the process that wrote them (a stream keeps them until the coordinator has committed
-them), so each carries its format's version and a reader refuses one it does not know.
+Entries outlive the process that wrote them (a node killed with a batch staged leaves it to the next one
+started in its directory, perhaps of another webtrawl version), so each carries its format's version and a
+reader refuses one it does not know.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ _ADDED_CAPTURE_FIELDS: dict[str, Any] = {
 
 
 def encode_completion(completion: Completion, node: str) -> bytes:
-    """The stream entry for `completion`, handled by `node` (its id, e.g. "node-02")."""
+    """The staged entry for `completion`, handled by `node` (its id, e.g. "node-02")."""
     entry = completion.entry
     capture = completion.capture
     doc = {
@@ -73,13 +74,6 @@ def encode_completion(completion: Completion, node: str) -> bytes:
     return orjson.dumps(doc)
 
 
-def completion_argument(completion: Completion, node: str) -> memoryview:
-    """`encode_completion` as an argument of the script that completes it. As a memoryview, redis-py sends
-    it as it is: for a command holding one it packs with its Python serializer, where hiredis's copies every
-    argument into one buffer (1.8 ms for a call of 64 pages' entries of 24 KB, 0.08 ms without the copy)."""
-    return memoryview(encode_completion(completion, node))
-
-
 def _encode_capture(capture: Capture) -> dict[str, Any]:
     doc = {name: getattr(capture, name) for name in (*_PLAIN_CAPTURE_FIELDS, *_ADDED_CAPTURE_FIELDS)}
     warc = capture.warc
@@ -98,26 +92,8 @@ def _encode_resource(r: Resource) -> list[Any]:
             r.warc.payload_digest]  # fmt: skip
 
 
-def encode_site_files(files: list[Resource], node: str) -> bytes:
-    """The stream entry for robots.txt and sitemap responses `node` archived for the crawl itself."""
-    return orjson.dumps({"v": VERSION, "node": node, "files": [_encode_resource(file) for file in files]})
-
-
-def decode_site_files(data: bytes) -> tuple[list[Resource], str]:
-    """The site files in a stream entry and the id of the node that archived them; ValueError as
-    `decode_completion` raises it."""
-    doc = _versioned(data, "site files")
-    try:
-        files, node = [_decode_resource(*file) for file in doc["files"]], doc["node"]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"malformed site files entry (wire format version {VERSION}): {exc!r}") from None
-    if not isinstance(node, str):
-        raise ValueError(f"malformed site files entry: node id {node!r} is not a string")
-    return files, node
-
-
 def _versioned(data: bytes, what: str) -> Any:
-    """The JSON document of a stream entry of this format version (ValueError for any other)."""
+    """The JSON document of an entry of this format version (ValueError for any other)."""
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:  # undecodable bytes or not JSON
@@ -132,10 +108,10 @@ def _versioned(data: bytes, what: str) -> Any:
 
 
 def decode_completion(data: bytes) -> tuple[Completion, str]:
-    """The completion in a stream entry and the id of the node that handled it.
+    """The completion in a staged entry and the id of the node that handled it.
 
     Raises ValueError for an entry of another format version or one that is not a completion at all,
-    saying which, so the coordinator can report the entry instead of guessing at it.
+    saying which, so the node settling it can report the entry instead of guessing at it.
     """
     doc = _versioned(data, "completion")
     try:

@@ -119,8 +119,8 @@ INDEX_EVERY = 5.0
 
 
 class IndexPace:
-    """When the search index catches up with the captures written, for the embedded crawl's committer and the
-    coordinator's gatherer alike: once `INDEX_CHUNK` wait, or `INDEX_EVERY` seconds after the last catch-up,
+    """When the search index catches up with the captures written, for the embedded crawl's committer and a
+    node's shard alike: once `INDEX_CHUNK` wait, or `INDEX_EVERY` seconds after the last catch-up,
     or, when the caller says its input is drained, as soon as any wait."""
 
     def __init__(self) -> None:

@@ -1,21 +1,17 @@
-"""A distributed crawl's results written into the coordinator's crawl database.
+"""A distributed crawl's results written into the shard of the node that fetched them (`store.shard`).
 
-Nodes complete URLs in Redis and append one stream entry per completed URL (`cluster.wire`); the
-coordinator applies them here, to the same tables an embedded crawl writes, so `status`, `export` and the
-dashboard read either kind of crawl alike. The search index follows the captures as it does in an
-embedded crawl (`store.index.index_captures`), called by the coordinator, not here.
-
-Streams deliver at least once, and entries of different partitions in any order relative to each other,
-so applying an entry is idempotent and order-tolerant:
-- an entry's capture carries its stream key (`captures.ingest_key`, unique within a crawl); an entry whose
-  key is already there was applied whole, in one transaction, and is skipped whole;
-- a URL's state only moves on: a completion changes its row only while the row has not yet counted
-  that fetch (`attempts <= entry.attempts`), so a late duplicate of a retry cannot undo the done that
-  followed it, even for a completion without a capture (which has no key to find);
-- a page's links arrive as waiting URLs and never change a URL that is running, done or failed (its own
-  completion may have come first, from another partition); a waiting one takes the smaller depth;
-- a link the frontier refused for a budget is not a URL of the crawl, whichever arrives first: the drop
-  (`ingest_drops`, from the stream of the link's own partition) or the page that links to it.
+A node completes URLs in Redis and settles what Redis accepted here, into the same tables an embedded crawl
+writes, so `status`, `export` and the dashboard read either kind of crawl alike. Settling may run again for
+the same results (a node killed between the two steps is settled by the next one started in its directory,
+from Redis's acknowledgements), so applying a result is idempotent:
+- a result's capture carries its key (`captures.ingest_key`, unique within a crawl); a result whose key is
+  already there was applied whole, in one transaction, and is skipped whole;
+- a URL's state only moves on: a completion changes its row only while the row has not yet counted that
+  fetch (`attempts`), or for a revisit of an ended URL, whose due time is past the row's;
+- a page's links arrive as waiting URLs and never change a URL that is running, done or failed; a waiting
+  one takes the smaller depth;
+- a link the frontier refused for a budget is not a URL of the crawl (`ingest_drops`, recorded after the
+  batch whose page linked it is settled).
 """
 
 from __future__ import annotations
@@ -25,14 +21,14 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from ..models import HOST_BUDGET, TEMPLATE_BUDGET, Completion, NewURL, Resource, State
+from ..models import HOST_BUDGET, TEMPLATE_BUDGET, Completion, NewURL, State
 from ..parse.simhash import NEAR_DISTANCE
 from ..urls import fingerprint
-from .batches import Completed, record_batch, record_drops, record_site_files
+from .batches import Completed, record_batch, record_drops
 from .db import transaction
 
 Item = tuple[str, Completion, str]
-"""(ingest key, completion, node id): the key is unique per stream entry, e.g. "p17:1700000000000-0"."""
+"""(ingest key, completion, node id): the key is unique per result, e.g. "node-02/17/-4711" (`store.shard`)."""
 
 Fresh = Callable[[Iterable[NewURL]], list[NewURL]]
 """Of the URLs given, those not known to be recorded already at their depth or closer (`SeenCache.fresh`)."""
@@ -69,16 +65,17 @@ _BUDGETS = (HOST_BUDGET, TEMPLATE_BUDGET)
 """The reasons that keep a URL out of the crawl for good (see `ingest_drops`)."""
 
 
-def ingest(
+def apply_items(
     conn: sqlite3.Connection,
     crawl_id: int,
     items: Sequence[Item],
     near_distance: int = NEAR_DISTANCE,
     new_links: Fresh | None = None,
 ) -> int:
-    """Apply stream entries to crawl `crawl_id` in one transaction; return how many were not applied before.
+    """Apply a node's results to its shard, inside the caller's transaction (`store.shard.settle`); return how
+    many were not applied before.
 
-    An entry counts as new when its capture is added or, for one without a capture, when its URL's state
+    An item counts as new when its capture is added or, for one without a capture, when its URL's state
     moves. A key listed twice in `items` is applied once. Captures get their duplicate marks here, as an
     embedded crawl's do as it commits them (`near_distance`: the crawl's near-duplicate distance), and each
     ended fetch its revisit schedule.
@@ -88,18 +85,6 @@ def ingest(
     its drop), and most of a page's links are such, each an upsert and two index probes otherwise. Their
     link edges are recorded all the same.
     """
-    with transaction(conn):
-        return apply_items(conn, crawl_id, items, near_distance, new_links)
-
-
-def apply_items(
-    conn: sqlite3.Connection,
-    crawl_id: int,
-    items: Sequence[Item],
-    near_distance: int = NEAR_DISTANCE,
-    new_links: Fresh | None = None,
-) -> int:
-    """`ingest` inside the caller's transaction (a node's shard settles its batch with it, see `store.shard`)."""
     now = time.time()
     unique: dict[str, Item] = {}
     for item in items:
@@ -221,47 +206,3 @@ def ingest_drops(conn: sqlite3.Connection, crawl_id: int, drops: Sequence[Sequen
         return record_drops(
             conn, crawl_id, ((url, reason, int(referrer) if referrer else None) for url, reason, referrer in drops)
         )
-
-
-def ingest_site_files(
-    conn: sqlite3.Connection, crawl_id: int, entries: Sequence[tuple[Sequence[Resource], str]]
-) -> None:
-    """Index the robots.txt and sitemap responses nodes archived, as (files, node id) per stream entry, in one
-    transaction; files indexed before are skipped (see `record_site_files`)."""
-    with transaction(conn):
-        for files, node in entries:
-            record_site_files(conn, crawl_id, files, node)
-
-
-def ingest_round(
-    conn: sqlite3.Connection,
-    crawl_id: int,
-    items: Sequence[Item],
-    drops: Sequence[Sequence[str]],
-    site_files: Sequence[tuple[Sequence[Resource], str]],
-    near_distance: int = NEAR_DISTANCE,
-    new_links: Fresh | None = None,
-) -> None:
-    """Apply what the coordinator read in one round: completions, drops and site files, each kind in a
-    transaction of its own (any order will do, see above), in one call of the database thread."""
-    if items:
-        ingest(conn, crawl_id, items, near_distance, new_links)
-    if drops:
-        ingest_drops(conn, crawl_id, drops)
-    if site_files:
-        ingest_site_files(conn, crawl_id, site_files)
-
-
-def settle_unreached(conn: sqlite3.Connection, crawl_id: int) -> int:
-    """At the end of a finished crawl: links that never reached the frontier become drops; returns how many.
-
-    A page's links arrive here as waiting URLs. When the crawl is over nothing waits in Redis, so a link still
-    waiting here was never enqueued: the Bloom filter took it for a URL already seen (its false positive).
-    """
-    with transaction(conn):
-        conn.execute(
-            "INSERT OR IGNORE INTO dropped(crawl_id, fp, url, reason, referrer_fp) "
-            "SELECT crawl_id, fp, url, 'bloom-false-positive', referrer_fp FROM urls WHERE crawl_id = ? AND state = 0",
-            (crawl_id,),
-        )
-        return conn.execute("DELETE FROM urls WHERE crawl_id = ? AND state = 0", (crawl_id,)).rowcount

@@ -8,7 +8,7 @@ reverse) is recognized, and the same seeds given twice are one seed.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,10 @@ from ..models import NewURL
 from ..urls import NORMALIZATION_VERSION, fingerprint, normalize_seeds, origin
 from .crawls import crawl_seeds, open_crawl
 from .db import DB_NAME, Database, DirectoryLock, prepare_directory
-from .index import drop_counts, failure_counts, status_counts
+from .index import status_counts
 from .media import media_counts
+from .problems import drop_counts_of, failure_counts_of
+from .shards import Sources
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +77,30 @@ class OutcomeCounts(TypedDict):
     """Empty when the crawl collected no media."""
 
 
-def outcome_counts(conn: sqlite3.Connection, crawl_id: int) -> OutcomeCounts:
-    """Responses by status, failures and drops by reason, media by what became of them."""
-    media = media_counts(conn, crawl_id)
+def outcome_counts(sources: Sources) -> OutcomeCounts:
+    """Responses by status, failures and drops by reason, media by what became of them, over every source."""
+    statuses: Counter[int] = Counter()
+    media: Counter[str] = Counter()
+    for source in sources.all:
+        statuses.update(status_counts(source.conn, source.crawl_id))
+        media.update(media_counts(source.conn, source.crawl_id))
     return OutcomeCounts(
-        statuses=status_counts(conn, crawl_id),
-        failures=failure_counts(conn, crawl_id),
-        drops=drop_counts(conn, crawl_id),
-        media=media if any(media.values()) else {},
+        statuses=dict(statuses),
+        failures=failure_counts_of(sources),
+        drops=drop_counts_of(sources),
+        media=dict(media) if any(media.values()) else {},
     )
+
+
+def fetched_since(sources: Sources, since: float) -> dict[str, tuple[int, int]]:
+    """Per node, the responses fetched from `since` on (epoch seconds) that the sources hold, and their bytes."""
+    fetched: dict[str, tuple[int, int]] = {}
+    for source in sources.all:
+        for node, pages, size in source.conn.execute(
+            "SELECT node, COUNT(*), COALESCE(SUM(size), 0) FROM captures "
+            "WHERE crawl_id = ? AND fetched_at >= ? AND status IS NOT NULL AND node IS NOT NULL GROUP BY node",
+            (source.crawl_id, since),
+        ):
+            before = fetched.get(node, (0, 0))
+            fetched[node] = (before[0] + pages, before[1] + size)
+    return fetched

@@ -132,13 +132,13 @@ SHARD_BITS = 40
 
 def global_id(shard: int, local: int) -> int:
     """The id that names a capture of shard number `shard` across the crawl. Shard 0's ids start above the
-    ids of the coordinator's own database (an embedded crawl's, or one gathering its nodes' pages), so both
-    kinds name a capture without doubt."""
+    ids of the coordinator's own database (an embedded crawl's, or the first pages of one that went on
+    distributed: shard -1, whose ids stay as they are), so both kinds name a capture without doubt."""
     return (shard + 1) << SHARD_BITS | local
 
 
 def split_id(capture_id: int) -> tuple[int | None, int]:
-    """The shard number (None: the coordinator's own database) and the id within it of a `global_id`."""
+    """The shard number (None: the coordinator's own database, -1) and the id within it of a `global_id`."""
     shard = (capture_id >> SHARD_BITS) - 1
     return (shard if shard >= 0 else None), capture_id & ((1 << SHARD_BITS) - 1)
 
@@ -149,7 +149,8 @@ class Source:
     Readers read a crawl as a list of them (`Sources`), merged."""
 
     number: int
-    """Its place in `shards.json` (0 for an embedded crawl's database): see `global_id`."""
+    """Its place in `shards.json` (0 for an embedded crawl's database; -1 for the coordinator's own in a crawl
+    that began embedded): see `global_id`."""
     conn: sqlite3.Connection
     crawl_id: int
     directory: Path
@@ -178,29 +179,30 @@ class Sources:
         crawl's one database, a distributed crawl's coordinator's (None when only the shards were opened)."""
 
     @classmethod
+    def of(cls, source: Source) -> Sources:
+        """One database already open (an embedded crawl's, read by the process that writes it) as a crawl's
+        sources; closing them closes it."""
+        return cls([source], [], distributed=False, home=source)
+
+    @classmethod
     def open(cls, directory: Path, name: str) -> Sources:
         """The crawl in `directory`: the shards its coordinator lists, or else its own database (an embedded
         crawl's), read-only.
 
-        A crawl that began embedded and goes on distributed has its first pages in the coordinator's own
-        database only, which also gathers every node's: it is read alone (its WARC files in its directory,
-        the nodes' in theirs) until the coordinator stops gathering."""
+        A crawl that began embedded and went on distributed has its first pages in the coordinator's own
+        database, and the rest in the shards: it is read as both (that database's captures keep their ids,
+        shard number -1, see `global_id`)."""
         sources = cls.shards_of(directory, name)
         try:
             own = source_of(connect(directory / DB_NAME, readonly=True), name)
         except BaseException:
             sources.close()
             raise
-        if not sources.distributed:
-            sources.all, sources.home = [own], own
-            return sources
-        first = own.conn.execute(
-            "SELECT node FROM captures WHERE crawl_id = ? ORDER BY id LIMIT 1", (own.crawl_id,)
-        ).fetchone()
-        if first is not None and first[0] is None:  # fetched before the crawl went distributed
-            sources.close()
-            return cls([own], [], distributed=False, home=own)
         sources.home = own
+        if not sources.distributed:
+            sources.all = [own]
+        elif own.conn.execute("SELECT 1 FROM captures WHERE crawl_id = ? LIMIT 1", (own.crawl_id,)).fetchone():
+            sources.all = [replace(own, number=-1), *sources.all]
         return sources
 
     @classmethod
@@ -237,8 +239,7 @@ class Sources:
         """The source holding the capture a reader names `capture_id` (see `capture_id`), and its id there;
         None when no readable source has that number."""
         number, local = split_id(capture_id) if self.distributed else (0, capture_id)
-        if self.distributed and number is None:
-            return None
+        number = -1 if number is None else number
         return next(((source, local) for source in self.all if source.number == number), None)
 
     def close(self) -> None:

@@ -223,8 +223,8 @@ def _named(sources: Sources, found: Found) -> ArchivedCapture:
 
 
 def _record_file(site: Site, source: Source, name: str) -> Path | None:
-    """WARC file `name` of a record `source` indexes: in the source's directory, or (the database of a crawl
-    that began embedded, which gathers its nodes' pages) in the directory of the node's shard."""
+    """WARC file `name` of a record `source` indexes: in the source's directory, or else in the directory of
+    a readable shard (a shard folded in with its database alone)."""
     return record_path(source.directory, name) or site.record_path(name)
 
 

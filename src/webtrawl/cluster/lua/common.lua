@@ -18,7 +18,6 @@
 --   :att       hash fp -> attempts made (only for URLs tried before)
 --   :run       hash fp -> {lease token it was handed out under, depth, host, record} (msgpack)
 --   :later     zset fp -> time (ms, Redis clock) a retry is due
---   :s         stream of results for the coordinator
 --   :ack       hash node -> its last batch id, node/ -> the fps (8 bytes each) of that batch completed here
 -- A waiting URL costs its record in a list and a field in a small hash of the index, both kept by Redis in
 -- its compact encodings (listpack): about 20 bytes beside the record, where a hash of entries and a sorted

@@ -1,9 +1,9 @@
--- Complete URLs of one partition, under our lease only, and append each result to the partition's
--- stream for the coordinator, in the same step. A URL no longer running under our token (the lease was
--- lost and taken over: it went back to waiting) is skipped. ARGV: lease token, node id, the node's batch
--- id, then 4 values per URL: fp, verdict ('done' | 'failed' | 'retry'), retry delay (ms), result (bytes for
--- the stream). The fps completed are acknowledged in `:ack` (per node, its last batch's only), so a node
--- killed before it read this reply settles its shard from them when it restarts (`store.shard`).
+-- Complete URLs of one partition, under our lease only. A URL no longer running under our token (the lease
+-- was lost and taken over: it went back to waiting) is skipped. ARGV: lease token, node id, the node's batch
+-- id, then 3 values per URL: fp, verdict ('done' | 'failed' | 'retry'), retry delay (ms). The results
+-- themselves stay in the node's shard. The fps completed are acknowledged in `:ack` (per node, its last
+-- batch's only), so a node killed before it read this reply settles its shard from them when it restarts
+-- (`store.shard`).
 -- Returns {completed, {fp of each skipped}}, or false when the lease is not ours.
 local token, node, batch = ARGV[1], ARGV[2], ARGV[3]
 if not holds(token) then
@@ -22,12 +22,11 @@ else
   redis.call('HSET', acks, node, batch)
 end
 local attempts = PREFIX .. ':att'
-local stream = PREFIX .. ':s'
 local now = now_ms()
 local completed, skipped, retried = 0, {}, 0
 local finished = {done = 0, failed = 0}
-for i = 4, #ARGV, 4 do
-  local fp, verdict, delay, result = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
+for i = 4, #ARGV, 3 do
+  local fp, verdict, delay = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local running = redis.call('HGET', RUNNING, fp)
   local under, depth, host, record
   if running then
@@ -45,7 +44,6 @@ for i = 4, #ARGV, 4 do
       redis.call('HDEL', PREFIX .. ':cash', fp)
       finished[verdict] = finished[verdict] + 1
     end
-    redis.call('XADD', stream, '*', 'c', result)
     acked[#acked + 1] = fp
     completed = completed + 1
   elseif not before[fp] then
