@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Generic, TypeVar
 
 import pytest
 
-from tests.cluster.processes import coordinator, node_of, wait_for_crawl, worker
+from tests.cluster.processes import coordinator, crawl_rows, node_of, wait_for_crawl, worker
 from tests.redis_servers import RedisServer
 from tests.sites import music_resolver
 from tests.sites.music import MusicSite
@@ -75,9 +74,9 @@ def test_a_coordinator_and_a_worker_collect_every_track_once(tmp_path: Path, mon
         sha = {site.url + track.path: track.sha256 for track in site.tracks.values()}
         sha[site.url + "/files/clip.vtt"] = site.served("/files/clip.vtt").sha256
         signed = {f"musicsite:{track_id}": track.sha256 for track_id, track in site.signed_tracks.items()}
-    db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
-    rows = db.execute("SELECT task, url, sha256, path, node, error, page_url FROM media").fetchall()
-    db.close()
+    rows = crawl_rows(  # every node's shard, read as one crawl
+        tmp_path / "coord", "SELECT task, url, sha256, path, node, error, page_url FROM media WHERE crawl_id = ?"
+    )
     assert [row for row in rows if row[5]] == []
     by_task = {task: (url, digest, path, node, page) for task, url, digest, path, node, _error, page in rows}
     assert len(by_task) == len(rows)
@@ -95,9 +94,7 @@ def test_streams_are_collected_once_each_in_a_distributed_crawl(tmp_path: Path) 
     with ThreadedSite(StreamSite()) as site, RedisServer() as server:
         homes = crawl_with_a_worker(site.url + "/", server.url, tmp_path, "video")
         expected = {f"playlist:{site.url}{manifest_path(name)}": site.expected(name) for name in PAGES}
-    db = sqlite3.connect(tmp_path / "coord" / "crawl.db")
-    rows = db.execute("SELECT task, path, node, error, stream FROM media").fetchall()
-    db.close()
+    rows = crawl_rows(tmp_path / "coord", "SELECT task, path, node, error, stream FROM media WHERE crawl_id = ?")
     assert sorted(task for task, *_rest in rows) == sorted(expected)
     for task, path, node, error, stream in rows:
         assert error is None and stream in ("hls", "dash")

@@ -1,8 +1,9 @@
 """The distributed frontier: URL state in Redis, split into partitions by host, each leased to one node.
 
 Per partition, Redis holds each host's waiting URLs in breadth-first order, the running ones with the
-lease token they were handed out under, retries with their due time, counters, the dedup filter and a
-stream of results for the coordinator (`cluster/lua/common.lua` lists the keys). Every change is one
+lease token they were handed out under, retries with their due time, counters, the dedup filter and each
+node's acknowledgement of its last batch (`cluster/lua/common.lua` lists the keys); the results themselves
+stay in the node's shard. Every change is one
 Lua script on one partition, so it is atomic, and claim and complete are fenced by the lease.
 
 This object is one node's view: it claims only from partitions it holds (`cluster.leases.Leases`, kept by
@@ -104,9 +105,9 @@ class RedisFrontier:
         self._running = 0
         self._refreshed = 0.0
         self._done = 0
+        """URLs this node completed as done since `_done_base` (the crawl's total at the last refresh) was read."""
         self._dropped: list[list[str]] = []
         """URLs refused since the last `_record_drops` (see there)."""
-        """URLs this node completed as done since `_done_base` (the crawl's total at the last refresh) was read."""
         self._done_base = 0
         self.paused = False
         self.finished = False

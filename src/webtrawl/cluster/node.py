@@ -2,9 +2,9 @@
 
 The engine (`crawler.Crawler`) is the embedded one, handed the node as its backend (`backend.Backend`): a
 Redis frontier, near-duplicates and gained hosts shared in Redis, robots.txt shared with --partition-by url.
-The node's own directory keeps its WARC files and a small `node.db` holding their committed ends (so a
-restarted node cuts its files back as an embedded crawl does); results travel to the coordinator through
-the partitions' streams.
+The node's own directory keeps its WARC files and its shard, `node.db`: their committed ends (so a
+restarted node cuts its files back as an embedded crawl does) and the index of every page it fetched and
+Redis accepted (`cluster.shard`).
 
 The heartbeat runs on a thread of its own with its own Redis connection, so a busy event loop can never
 make the node miss a renewal: every 2 s (every 0.25 s while partitions move) it renews the node's leases,

@@ -176,6 +176,8 @@ async def _coordinate(
         await publish_now(client, sync, keys, layout, db, crawl_id, outcome)
         counts = await scan(client, keys, layout.partitions)
         with Sources.open(out, config.name) as sources:
+            for lost in sources.unreachable:
+                log.warning("the shard at %s cannot be read here: its pages are not in this run's counts", lost.key)
             nodes = _run_nodes(reports, heartbeats, await asyncio.to_thread(fetched_since, sources, started))
             outcomes = await asyncio.to_thread(outcome_counts, sources)
         report = CrawlReport(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreLocked
 from ..frontier.seen import SeenCache
 from ..models import Completion, Resource
 from ..store.crawls import crawl_id_of
@@ -105,29 +106,43 @@ async def settle_left(client: Any, keys: Keys, partitions: int, directory: Path,
     left, so a node killed for good loses nothing Redis accepted from it. A shard whose directory a process
     still holds is its node's to settle, and skipped. Returns how many shards it settled."""
     settled = 0
-    for place in load_places(directory):
+    for place in await asyncio.to_thread(load_places, directory):
         shard_dir = Path(place.path)
-        database = shard_dir / NODE_DB
-        if place.copy or not database.is_file() or not await asyncio.to_thread(_has_staged, database):
+        if place.copy or place.host != socket.gethostname():  # another machine's: a lock there is not seen here
             continue
-        own = shard_dir.resolve() == directory.resolve()  # this process holds its directory: its node has left
-        lock = DirectoryLock(shard_dir)
         try:
-            if not own:
-                lock.acquire()
-        except StoreError:
-            continue  # a node runs there
-        try:
-            db = await Database(database).open()
-            try:
-                crawl_id = await db.read(crawl_id_of, name)
-                await NodeShard(db, crawl_id, "coordinator", near_distance).recover(client, keys, partitions)
-                settled += 1
-            finally:
-                await db.close()
-        finally:
-            lock.release()
+            settled += await _settle_left_in(client, keys, partitions, directory, shard_dir, name, near_distance)
+        except (StoreError, OSError, ValueError, sqlite3.Error) as exc:
+            log.warning(
+                "could not settle what the node in %s left staged (%s): start a node there to settle it", shard_dir, exc
+            )
     return settled
+
+
+async def _settle_left_in(
+    client: Any, keys: Keys, partitions: int, directory: Path, shard_dir: Path, name: str, near_distance: int
+) -> int:
+    """`settle_left` for the shard in `shard_dir`: 1 when it settled something there."""
+    database = shard_dir / NODE_DB
+    if not database.is_file() or not await asyncio.to_thread(_has_staged, database):
+        return 0
+    own = shard_dir.resolve() == directory.resolve()  # this process holds its directory: its node has left
+    lock = DirectoryLock(shard_dir)
+    try:
+        if not own:
+            lock.acquire()
+    except StoreLocked:
+        return 0  # a node runs there, and settles it
+    try:
+        db = await Database(database).open()
+        try:
+            crawl_id = await db.read(crawl_id_of, name)
+            await NodeShard(db, crawl_id, "coordinator", near_distance).recover(client, keys, partitions)
+        finally:
+            await db.close()
+    finally:
+        lock.release()
+    return 1
 
 
 def _has_staged(database: Path) -> bool:
@@ -160,6 +175,8 @@ async def register_shard(client: Any, keys: Keys, directory: Path, node: str) ->
     await persist("registering the shard", partial(client.hset, keys.shards, place.key, place.to_json()))
     quiet_until = time.monotonic() + LISTED_PATIENCE
     while not await persist("registering the shard", partial(client.sismember, keys.listed, place.key)):
+        if await persist("reading the control key", partial(client.get, keys.control)) in UNLISTED_GO_ON:
+            return  # the crawl ended, stopped or vanished: the node finds out as it claims, and fetches nothing
         if quiet_until and time.monotonic() > quiet_until:
             quiet_until = 0.0
             log.warning(
@@ -174,6 +191,8 @@ LISTED_POLL = 0.25
 """Seconds between two looks at whether the coordinator listed this node's shard (it looks twice a second)."""
 LISTED_PATIENCE = 10.0
 """Seconds a node waits for its listing quietly."""
+UNLISTED_GO_ON = (b"finished", b"stop", None)
+"""Control words (None: no crawl) under which a node stops waiting for its listing."""
 
 
 async def registered_shards(client: Any, keys: Keys) -> list[ShardPlace]:

@@ -1,8 +1,8 @@
 """What a batch of completed URLs writes into a crawl's index, beside the URLs' own rows.
 
 Two writers apply completions: the embedded frontier as it commits a batch (`frontier.sqlite`), and a
-distributed crawl's coordinator as it reads the nodes' streams (`store.ingest`). They differ only in how
-a URL's row moves (an embedded crawl owns its rows; a coordinator's are upserted, order-tolerant); the
+distributed crawl's node as it settles a batch in its shard (`store.ingest`). They differ only in how a
+URL's row moves (an embedded crawl owns its rows; a shard's are upserted, idempotent); the
 rest is this one function, so both kinds of crawl have the same links, drops, captures, duplicate marks,
 media rows and revisit schedules, and `status`, `export` and the dashboard read either alike.
 """
@@ -40,7 +40,7 @@ class Completed:
     node: str | None = None
     """The node that completed it (None in an embedded crawl)."""
     ingest_key: str | None = None
-    """Its stream entry (see `store.ingest`; None in an embedded crawl)."""
+    """Its result's key (see `store.ingest`; None in an embedded crawl)."""
 
 
 def record_batch(conn: sqlite3.Connection, crawl_id: int, batch: Sequence[Completed], near_distance: int) -> None:
@@ -75,7 +75,7 @@ def record_site_files(
     conn: sqlite3.Connection, crawl_id: int, files: Sequence[Resource], node: str | None = None
 ) -> None:
     """Index the robots.txt and sitemap responses archived for the crawl itself, each under its own URL's
-    fingerprint; a record indexed before (a stream entry delivered twice) is not indexed again."""
+    fingerprint; a record indexed before (a batch staged again by a restarted node) is not indexed again."""
     fresh = [
         file
         for file in files

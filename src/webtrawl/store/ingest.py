@@ -110,7 +110,7 @@ def apply_items(
         ],
     )
     new = 0
-    for completion in completions:  # in stream order: a retry and the done that followed it may share a batch
+    for completion in completions:  # in order: a retry and the done that followed it may share a batch
         moved = _complete(conn, crawl_id, completion, host_ids[completion.entry.host], seq, now)
         if moved or completion.capture is not None:
             new += 1

@@ -25,7 +25,7 @@ from ..models import FrontierCounts, State
 from ..stats import Stats
 from .crawls import crawl_id_of
 from .db import DB_NAME, connect, transaction
-from .shards import Sources
+from .shards import Sources, database_of
 
 COMMANDS = ("run", "pause", "stop")
 """What a crawl can be told: run (resume after a pause), pause (claim nothing), stop (end the run)."""
@@ -194,8 +194,8 @@ class CrawlTotals:
     bytes: int
     last_fetch_at: float | None
     upto: dict[str, int]
-    """Per source (by its directory), the last capture id counted: counting on from here reads only captures
-    added since."""
+    """Per source (by its database file: a crawl that began embedded has two in one directory), the last
+    capture id counted: counting on from here reads only captures added since."""
 
     def pace(self, live_rate: float | None) -> tuple[float, float]:
         """(elapsed seconds, pages/s): while the crawl runs (`live_rate`: its current rate), from its creation to
@@ -216,21 +216,21 @@ def crawl_totals(sources: Sources, since: CrawlTotals | None = None) -> CrawlTot
     """The crawl's captures and bytes in every source, counted on from `since` (captures are only ever added,
     with growing ids), so a reading every second costs the captures of that second, not a count of a million."""
     started_at, captures, size, last = math.inf, 0, 0, None
-    if since is not None and set(since.upto) - {str(source.directory) for source in sources.all}:
+    if since is not None and set(since.upto) - {database_of(source) for source in sources.all}:
         since = None  # a source counted before is gone (a shard out of reach, or the shards replaced one database)
     upto = dict(since.upto) if since else {}
     for source in sources.all:
         (created_at,) = source.conn.execute("SELECT created_at FROM crawls WHERE id = ?", (source.crawl_id,)).fetchone()
         added, more, last_id = source.conn.execute(
             "SELECT COUNT(*), TOTAL(size), MAX(id) FROM captures WHERE id > ? AND crawl_id = ?",
-            (upto.get(str(source.directory), 0), source.crawl_id),
+            (upto.get(database_of(source), 0), source.crawl_id),
         ).fetchone()
         (latest,) = source.conn.execute(
             "SELECT MAX(fetched_at) FROM captures WHERE crawl_id = ?", (source.crawl_id,)
         ).fetchone()
         started_at, captures, size = min(started_at, float(created_at)), captures + added, size + int(more)
         last = latest if last is None or (latest is not None and latest > last) else last
-        upto[str(source.directory)] = last_id or upto.get(str(source.directory), 0)
+        upto[database_of(source)] = last_id or upto.get(database_of(source), 0)
     return CrawlTotals(
         started_at=started_at if sources.all else time.time(),
         captures=(since.captures if since else 0) + captures,

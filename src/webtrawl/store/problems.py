@@ -131,7 +131,7 @@ def _failed_start(sources: Sources, after: int | None) -> tuple[int, int]:
     if not sources.distributed:
         return 0, after
     number, local = split_id(after)
-    return (-1, 0) if number is None else (number, local)
+    return (-1 if number is None else number), local
 
 
 def list_dropped(

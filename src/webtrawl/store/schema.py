@@ -12,7 +12,7 @@ One file, `DIR/crawl.db`, holds every crawl of a directory, each row tagged with
   FTS5 indexes a thousand documents in one statement ~3.5x cheaper than one small batch at a time;
   `fts_progress.upto` is the last capture id indexed, and the triggers keep indexed rows in step.
   A distributed crawl's rows also name the node that fetched them (it holds their WARC file) and the
-  stream entry they came from (`ingest_key`, unique within a crawl, so an entry read twice is written
+  result they came from (`ingest_key`, unique within a crawl, so a result settled twice is written
   once: see `store.ingest`); an embedded crawl leaves both NULL.
 - `links`: edges between fingerprints (the link graph), keyed by source: a page's out-links are written
   with it, together in the table's key order. `links_in` holds the same edges keyed by target, for a

@@ -157,11 +157,27 @@ class Source:
     """Where its WARC files lie."""
 
 
+def database_of(source: Source) -> str:
+    """The file of `source`'s database: what names a source (its directory may hold two, see `Sources.open`)."""
+    (file,) = [row[2] for row in source.conn.execute("PRAGMA database_list") if row[1] == "main"]
+    return str(file)
+
+
 def source_of(conn: sqlite3.Connection, crawl: str) -> Source:
     """Crawl `crawl` of one open database (an embedded crawl's) as a source; an unknown name is a StoreError
     that lists the crawls there are."""
     (file,) = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"]
     return Source(0, conn, crawl_id_of(conn, crawl), Path(file).parent)
+
+
+def _embedded_part(own: Source) -> bool:
+    """Whether the coordinator's own database holds pages of the crawl: those it fetched before it went on
+    distributed (no node fetched them). Its last capture says: a database an earlier webtrawl filled by
+    gathering every node's pages (each with its node) holds nothing the shards do not."""
+    last = own.conn.execute(
+        "SELECT node FROM captures WHERE crawl_id = ? ORDER BY id DESC LIMIT 1", (own.crawl_id,)
+    ).fetchone()
+    return last is not None and last[0] is None
 
 
 class Sources:
@@ -194,15 +210,20 @@ class Sources:
         shard number -1, see `global_id`)."""
         sources = cls.shards_of(directory, name)
         try:
-            own = source_of(connect(directory / DB_NAME, readonly=True), name)
+            conn = connect(directory / DB_NAME, readonly=True)
         except BaseException:
             sources.close()
             raise
-        sources.home = own
-        if not sources.distributed:
-            sources.all = [own]
-        elif own.conn.execute("SELECT 1 FROM captures WHERE crawl_id = ? LIMIT 1", (own.crawl_id,)).fetchone():
-            sources.all = [replace(own, number=-1), *sources.all]
+        try:
+            own = sources.home = source_of(conn, name)
+            if not sources.distributed:
+                sources.all = [own]
+            elif _embedded_part(own):
+                sources.all = [replace(own, number=-1), *sources.all]
+        except BaseException:
+            conn.close()
+            sources.close()
+            raise
         return sources
 
     @classmethod
