@@ -140,7 +140,7 @@ def synthetic_row(label: str, url: str, masters: list[redis.Redis], pages: int, 
     after = [redis_counters(master) for master in masters]
     cpu = [a[1] - b[1] for a, b in zip(after, before, strict=True)]
     sent = sum(a[3] - b[3] for a, b in zip(after, before, strict=True))
-    done = _captures(out)
+    done = _done(out)
     failed = [usage.exit_code for usage in usages if usage.exit_code != 0]
     if failed:
         print(f"note: {label}: exit codes {failed}", file=sys.stderr)
@@ -176,12 +176,14 @@ def _created(url: str) -> None:
         client.close()
 
 
-def _captures(out: Path) -> int:
+def _done(out: Path) -> int:
+    """The pages the crawl completed, as its coordinator last published them (a synthetic node keeps no shard)."""
     db = sqlite3.connect(out / "crawl.db")
     try:
-        return int(db.execute("SELECT COUNT(*) FROM captures").fetchone()[0])
+        row = db.execute("SELECT snapshot FROM crawl_live").fetchone()
     finally:
         db.close()
+    return int(json.loads(row[0])["counts"]["done"]) if row else 0
 
 
 # -- printing and main ------------------------------------------------------------------------------------

@@ -33,6 +33,9 @@ with warnings.catch_warnings():
 
 pytestmark = pytest.mark.slow
 
+LIMIT = 19
+"""Rows a page of the list: a step crosses from shard to shard (about 110 steps over the crawl)."""
+
 
 @pytest.fixture(scope="module")
 def clients(crawled_twice: CrawledTwice) -> Iterator[tuple[TestClient, TestClient]]:
@@ -69,22 +72,22 @@ def test_the_pages_list_walks_every_shard_in_one_order(
     clients: tuple[TestClient, TestClient], sort: str, direction: str
 ) -> None:
     alone, spread = clients
-    rows = walk(spread, "/api/pages", sort=sort, dir=direction, limit=7)
+    rows = walk(spread, "/api/pages", sort=sort, dir=direction, limit=LIMIT)
     assert Counter(row["url"] for row in rows) == Counter(row["url"] for row in walk(alone, "/api/pages", limit=500))
     assert len({row["id"] for row in rows}) == len(rows)
     key = {"url": "url", "fetched": "fetched_at", "status": "status"}[sort]
     values = [row[key] or 0 for row in rows]
     assert values == sorted(values, reverse=direction == "desc")
     # Back from the last page, `previous` after `previous`, the same rows come in the same order.
-    last = spread.get("/api/pages", params={"sort": sort, "dir": direction, "limit": 7}).json()
+    last = spread.get("/api/pages", params={"sort": sort, "dir": direction, "limit": LIMIT}).json()
     while last["next"]:
         last = spread.get(
-            "/api/pages", params={"sort": sort, "dir": direction, "limit": 7, "after": last["next"]}
+            "/api/pages", params={"sort": sort, "dir": direction, "limit": LIMIT, "after": last["next"]}
         ).json()
     back, page = list(last["rows"]), last
     while page["previous"]:
         page = spread.get(
-            "/api/pages", params={"sort": sort, "dir": direction, "limit": 7, "before": page["previous"]}
+            "/api/pages", params={"sort": sort, "dir": direction, "limit": LIMIT, "before": page["previous"]}
         ).json()
         back = page["rows"] + back
     assert [row["id"] for row in back] == [row["id"] for row in rows]
