@@ -104,8 +104,7 @@ async def _coordinate(
         frontier = _frontier(client, keys, layout, config)
         # Every node learns them from Redis: a crawl rebuilt there, or one an earlier webtrawl started, too.
         # The nodes' shards keep those their pages gained.
-        with Sources.shards_of(out, config.name) as shards:
-            gained = [*gained, *(host for shard in shards.all for host in extra_hosts(shard.conn, shard.crawl_id))]
+        gained = [*gained, *await asyncio.to_thread(_gained_in_shards, out, config.name)]
         await frontier.widen_scope(list(dict.fromkeys(gained)))
         restored = await restore_if_due(client, keys, db, crawl_id, frontier, out)
         if restored is not None:
@@ -173,7 +172,9 @@ async def _coordinate(
                 await cancel({renewing, listing, publishing, *filter(None, [live])})
         if await settle_left(client, keys, layout.partitions, out, config.name, config.near_distance):
             log.info("settled what killed nodes left staged in their shards")
-        await publish_now(client, sync, keys, layout, db, crawl_id, outcome)
+        # A pass of `--every` that found nothing left leaves the crawl idle, not finished: so it says.
+        last_word = "idle" if outcome == "finished" and config.revisit.every is not None else outcome
+        await publish_now(client, sync, keys, layout, db, crawl_id, last_word)
         counts = await scan(client, keys, layout.partitions)
         with Sources.open(out, config.name) as sources:
             for lost in sources.unreachable:
@@ -192,8 +193,14 @@ async def _coordinate(
             **outcomes,
         )
         (out / f"{config.name}-nodes.json").write_text(json.dumps(nodes, indent=2, sort_keys=True))
-        save_places(out, await registered_shards(client, keys))
+        await asyncio.to_thread(save_places, out, await registered_shards(client, keys))
         return report, nodes
+
+
+def _gained_in_shards(out: Path, name: str) -> list[str]:
+    """The hosts the crawl's scope gained, as the nodes' shards recorded them."""
+    with Sources.shards_of(out, name) as shards:
+        return [host for shard in shards.all for host in extra_hosts(shard.conn, shard.crawl_id)]
 
 
 SHARDS_EVERY = 0.5
@@ -209,7 +216,7 @@ async def _list_shards(client: Any, keys: Keys, out: Path) -> None:
         places = await registered_shards(client, keys)
         if places and sorted(places, key=lambda p: p.key) != listed:
             try:
-                save_places(out, places)
+                await asyncio.to_thread(save_places, out, places)
             except OSError as exc:  # a full disk: the new nodes wait, the crawl goes on
                 log.warning("could not list the crawl's shards in %s: %s", out, exc)
             else:
