@@ -20,13 +20,14 @@ from types import TracebackType
 
 from .errors import StoreError
 from .models import FrontierCounts
-from .store.browse import Filters, Hit, search
+from .store.browse import Filters
 from .store.crawls import crawl_name
 from .store.db import DB_NAME, connect
 from .store.export import capture_rows
 from .store.overview import Overview, overview
 from .store.problems import DroppedRow, FailedRow, Listed, Row, list_dropped, list_failed
 from .store.replay import ArchivedCapture
+from .store.search import Hit, search
 from .store.shards import Sources
 from .store.shardsearch import search_shards
 from .store.show import ArchivedMessage, captures_of, latest_archived, read_message

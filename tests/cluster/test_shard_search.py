@@ -15,8 +15,9 @@ import pytest
 import webtrawl
 from tests.cluster.conftest import CrawledTwice
 from tests.cluster.processes import NAME, crawl_rows
-from webtrawl.store.browse import Filters, SearchResult, search
+from webtrawl.store.browse import Filters
 from webtrawl.store.export import iso_time
+from webtrawl.store.search import SearchResult, search
 from webtrawl.store.shards import Sources, split_id
 from webtrawl.store.shardsearch import search_shards
 

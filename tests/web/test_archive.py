@@ -25,7 +25,7 @@ from tests.sites.specials import PNG
 from webtrawl.config import ScopeConfig
 from webtrawl.crawler import Crawler
 from webtrawl.web.app import create_app
-from webtrawl.web.archive import Rewriter
+from webtrawl.web.rewrite import Rewriter
 from webtrawl.web.site import Site as DashboardSite
 
 with warnings.catch_warnings():

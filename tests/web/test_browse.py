@@ -23,10 +23,11 @@ from tests.sites import Site as GeneratedSite
 from tests.sites import SiteServer
 from webtrawl import Crawler
 from webtrawl.models import Capture, WarcLocation
-from webtrawl.store.browse import Filters, QueryError, fts_query, list_pages, search, segments
+from webtrawl.store.browse import Filters, QueryError, list_pages
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import connect
 from webtrawl.store.index import capture_row, drop_counts, failure_counts, insert_captures
+from webtrawl.store.search import fts_query, search, segments
 from webtrawl.web.app import create_app
 from webtrawl.web.site import Site
 

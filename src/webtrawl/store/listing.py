@@ -15,21 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .browse import (
-    SCAN_BUDGET,
-    Filters,
-    PageList,
-    Read,
-    SearchResult,
-    Sort,
-    count_matches,
-    count_pages,
-    decode_cursor,
-    hosts,
-    page_list,
-    read_pages,
-    search,
-)
+from .browse import SCAN_BUDGET, Filters, PageList, Read, Sort, count_pages, decode_cursor, hosts, page_list, read_pages
+from .search import SearchResult, count_matches, search
 from .shards import SHARD_BITS, Source, Sources
 from .shardsearch import search_shards
 

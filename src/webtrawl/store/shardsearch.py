@@ -25,26 +25,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .browse import (
+from .browse import BY_ID, ROW, Filters, PageRow, QueryError, decode_cursor, encode_cursor
+from .index import unindexed
+from .search import (
     BM25,
-    BY_ID,
     OPERATORS,
     RANK_AT_MOST,
-    ROW,
-    Filters,
     Hit,
-    PageRow,
-    QueryError,
     SearchResult,
-    decode_cursor,
-    encode_cursor,
     fts_parts,
     new_marks,
     segments,
     snippets_of,
     unreadable,
 )
-from .index import unindexed
 from .shards import Source, Sources, global_id
 
 Key = tuple[Any, ...]
@@ -66,7 +60,7 @@ def search_shards(
     limit: int = 20,
     rank_at_most: int = RANK_AT_MOST,
 ) -> SearchResult:
-    """One page of the captures of every shard matching `text`, best first (`store.browse.search` for one
+    """One page of the captures of every shard matching `text`, best first (`store.search.search` for one
     index; here without a time budget)."""
     parts = fts_parts(text)
     query = " ".join(parts)

@@ -3,7 +3,7 @@
 It comes as `?token=` once (the address `webtrawl serve` prints), then as a cookie, or as an `Authorization:
 Bearer` header. A page opened with `?token=` is answered with the cookie and a 303 to the same address
 without it, so the token leaves the address bar and the history; the archive's own addresses keep theirs
-(`archive.archive_address`: a sandboxed copy's requests get no cookie). The access log shows `token=…`.
+(`rewrite.archive_address`: a sandboxed copy's requests get no cookie). The access log shows `token=…`.
 """
 
 from __future__ import annotations
