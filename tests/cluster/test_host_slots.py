@@ -19,11 +19,12 @@ from tests.cluster.processes import KEYS, NAME, Process, captures, node_of, unfi
 from tests.cluster.processes import worker as start_worker
 from tests.redis_servers import RedisServer, blocking_client
 from tests.sites import SiteServer
-from webtrawl.cluster.hostlimits import SharedHostLimits
+from webtrawl.cluster.hostlimits import HOLD, SharedHostLimits
 from webtrawl.cluster.keys import Keys
 from webtrawl.cluster.redisconn import connect
 from webtrawl.cluster.scripts import Scripts
 from webtrawl.config import PolitenessConfig
+from webtrawl.frontier.hosts import HostQueue
 from webtrawl.politeness import Politeness
 from webtrawl.urls import origin
 
@@ -181,8 +182,8 @@ async def test_a_node_refused_a_hosts_slots_holds_none_and_gives_back_only_its_o
     keys, config = Keys("slots"), PolitenessConfig(per_host=1, delay=0.0)
     script = Scripts(sync).host_slots
     try:
-        other = SharedHostLimits(client, keys, "node-01", config, Politeness(config), ttl=60)
-        mine = SharedHostLimits(client, keys, "node-02", config, Politeness(config), ttl=60)
+        other = SharedHostLimits(client, keys, "node-01", config, Politeness(config), ttl=60, share=lambda: 1.0)
+        mine = SharedHostLimits(client, keys, "node-02", config, Politeness(config), ttl=60, share=lambda: 1.0)
         assert (await other.take("http://a.test", 1))[0] == 1
         assert (await mine.take("http://a.test", 1))[0] == 0  # refused: node-01 holds its one slot
         assert (await mine.take("http://b.test", 1))[0] == 1
@@ -192,6 +193,35 @@ async def test_a_node_refused_a_hosts_slots_holds_none_and_gives_back_only_its_o
         assert sync.zrange(keys.host_slots("http://b.test"), 0, -1) == []
         assert [slot.decode() for slot in sync.zrange(keys.host_slots("http://a.test"), 0, -1)] == ["node-01:1"]
         assert mine.held("http://b.test") == 0
+    finally:
+        await client.aclose()
+        sync.close()
+
+
+@pytest.mark.parametrize(("delay", "kept"), [(0.0, 2), (0.5, 0)])
+async def test_a_node_keeps_a_hosts_slots_between_claims_only_when_it_has_no_pace_to_keep(
+    redis_url: str, delay: float, kept: int
+) -> None:
+    """Without a delay, the slots of requests that ended stay with the node that asks for the host again (its
+    next claim needs none from Redis), and go back once it stops asking; with one, each start is paced in Redis."""
+    client, sync = await connect(redis_url), blocking_client(redis_url)
+    keys, config = Keys(f"keep-{delay}"), PolitenessConfig(per_host=2, delay=delay)
+    host = "http://a.test"
+    politeness = Politeness(config)
+    limits = SharedHostLimits(client, keys, "node-01", config, politeness, ttl=60, share=lambda: 1.0)
+    try:
+        mono = time.monotonic()
+        for _ in range(2):  # as a claim does: reserve, then ask Redis for the slots
+            politeness.reserve(host, mono)
+        plan = {0: [(1, 2)]}
+        await limits.cut(plan, {1: host}, HostQueue({}), mono)
+        assert plan == {0: [(1, 2 if delay == 0 else 1)]}  # with a delay, one start at a time
+        for _ in range(plan[0][0][1]):
+            politeness.release(host)
+        await limits.settle(mono)
+        assert len(sync.zrange(keys.host_slots(host), 0, -1)) == limits.held(host) == kept
+        await limits.settle(mono + HOLD)  # asked for no more
+        assert sync.zrange(keys.host_slots(host), 0, -1) == []
     finally:
         await client.aclose()
         sync.close()

@@ -134,8 +134,10 @@ def test_a_url_one_shard_dropped_and_another_took_is_not_listed(
     )
     copy = copied(crawled_twice.spread, sources, tmp_path)
     with closing(sqlite3.connect(tmp_path / f"shard{taker.number}" / NODE_DB)) as shard, shard:
-        shard.execute(
-            "UPDATE urls SET fp = ?, url = ? WHERE id = (SELECT MIN(id) FROM urls WHERE state = 0)", (fp, url)
+        shard.execute(  # the URL as the taker's shard holds a link it found: waiting
+            "INSERT INTO urls(crawl_id, fp, url, host_id, depth, kind, state, added_seq, discovered_at, updated_at) "
+            "SELECT crawl_id, ?, ?, host_id, depth, 'link', 0, added_seq, discovered_at, updated_at FROM urls LIMIT 1",
+            (fp, url),
         )
 
     with TestClient(create_app(Site(copy, name=NAME))) as client:

@@ -20,7 +20,6 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..faults import crash_point
@@ -37,7 +36,7 @@ from .keys import Keys
 from .layout import Layout
 from .leases import PARTITION_FIELDS, Leases
 from .redisconn import UNREACHABLE, persist, pipelined
-from .scripts import Scripts
+from .scripts import Call, Script, Scripts, run_together
 
 if TYPE_CHECKING:
     from .hostlimits import SharedHostLimits
@@ -147,9 +146,19 @@ class RedisFrontier:
 
         return await persist(what, attempt)
 
-    async def _script(self, what: str, script: Any, p: int, args: list[Any]) -> Any:
+    async def _script(self, what: str, script: Script, p: int, args: list[Any]) -> Any:
         """Run one of the partition scripts on partition `p` (see `_redis`)."""
         return await self._redis(what, lambda: script(keys=[self._keys.counters(p)], args=args))
+
+    async def _together(self, what: str, script: Script, calls: Sequence[tuple[int, list[Any]]]) -> list[Any]:
+        """Run `script` on each (partition, args) of `calls` in one round trip (`scripts.run_together`)."""
+        counters = self._keys.counters
+        return await run_together(
+            self._client, what, [Call(script, counters(p), args) for p, args in calls], on_lost=self._lost
+        )
+
+    def _lost(self) -> None:
+        self._reconcile = True
 
     def _chunks(self, items: Iterable[X], url_of: Callable[[X], NewURL | Entry]) -> Iterator[tuple[int, list[X]]]:
         """`items` grouped by partition, in chunks of at most `CHUNK`: one script call each."""
@@ -192,14 +201,18 @@ class RedisFrontier:
             layout.max_urls_per_template or 0,
         ]
         previous = previous or {}
-        added = 0
-        for p, chunk in self._chunks(urls, lambda u: u):
+        chunks = list(self._chunks(urls, lambda u: u))
+        calls = []
+        for p, chunk in chunks:
             args: list[Any] = list(head)
             for u in chunk:
                 share = "" if cash is None else repr(cash.get(u.fp, 0.0))
                 record = encode_record(u.fp, u.url, u.host, u.kind, u.referrer_fp, u.via, previous.get(u.fp))
                 args += [u.host, u.depth, record, u.kind, template(u.url), share]
-            new, heads, over = await self._script("adding URLs", self._scripts.add, p, args)
+            calls.append((p, args))
+        added = 0
+        replies = await self._together("adding URLs", self._scripts.add, calls)
+        for (p, chunk), (new, heads, over) in zip(chunks, replies, strict=True):
             added += int(new)
             self._apply_heads(p, heads)
             if over:  # (fingerprint, budget) pairs: drops with the page that linked them, recorded after the
@@ -232,19 +245,21 @@ class RedisFrontier:
         )  # fmt: skip
         ended = [(entry, state) for entry, state in rows if state in (State.DONE, State.FAILED)]
         head = [self._layout.dedup, self._layout.bloom_capacity, repr(self._layout.bloom_error_rate)]
+        calls = []
         for p, chunk in self._chunks(ended, lambda row: row[0]):
             args: list[Any] = list(head)
             for e, state in chunk:
                 # An index written by an earlier version may name a seed a link: depth 0 tells.
                 explicit = e.kind in EXPLICIT or e.depth == 0
                 args += [fp_bytes(e.fp), e.host, template(e.url), state.name.lower(), "1" if explicit else ""]
-            restored += int(await self._script("restoring ended URLs", self._scripts.ended, p, args))
-        return restored
+            calls.append((p, args))
+        replies = await self._together("restoring ended URLs", self._scripts.ended, calls)
+        return restored + sum(int(n) for n in replies)
 
     async def revisit(self, due: Sequence[Revisit]) -> int:
         """Put ended URLs whose revisit is due back in their partitions, with what their last fetch left for a
         conditional request; returns how many went back (one waiting or running already stays as it is)."""
-        requeued = 0
+        calls = []
         for p, chunk in self._chunks(due, lambda item: item.entry):
             args: list[Any] = []
             for item in chunk:
@@ -252,7 +267,10 @@ class RedisFrontier:
                 record = encode_record(e.fp, e.url, e.host, e.kind, e.referrer_fp, e.via, e.previous)
                 share = repr(e.priority) if self._importance else ""
                 args += [e.host, e.depth, record, item.ended, share]
-            n, heads = await self._script("re-queuing URLs", self._scripts.revisit, p, args)
+            calls.append((p, args))
+        requeued = 0
+        for (p, _args), (n, heads) in zip(calls, await self._together("re-queuing URLs", self._scripts.revisit, calls),
+                                          strict=True):  # fmt: skip
             requeued += int(n)
             self._apply_heads(p, heads)
         return requeued
@@ -293,9 +311,11 @@ class RedisFrontier:
             await self._refresh(usable)
         self._wake_ready()
         now = time.time()
-        for p in [p for p, at in self._retry_at.items() if at <= now and p in usable]:
+        due = [p for p, at in self._retry_at.items() if at <= now and p in usable]
+        for p in due:
             del self._retry_at[p]  # the claim script puts due retries back in their hosts' queues
-            reply = await self._script("claiming", self._scripts.claim, p, [usable[p], self._order])
+        calls = [(p, [usable[p], self._order]) for p in due]
+        for p, reply in zip(due, await self._together("claiming", self._scripts.claim, calls), strict=True):
             if reply is not None:
                 self._apply_heads(p, reply[1])
         politeness, names, hosts = self._politeness, self._host_names, self._hosts
@@ -317,17 +337,19 @@ class RedisFrontier:
             n -= take
             if n == 0:
                 break
-        if self._limits is not None:
-            await self._limits.settle()
+        if self._limits is not None:  # which also gives back the slots of requests that ended
             await self._limits.cut(plan, names, hosts, mono)
         entries: list[Entry] = []
+        plan = {p: wanted for p, wanted in plan.items() if wanted}
+        calls = []
         for p, wanted in plan.items():
-            if not wanted:
-                continue
             args: list[Any] = [usable[p], self._order]
             for host_id, take in wanted:
                 args += [names[host_id], take]
-            reply = await self._script("claiming", self._scripts.claim, p, args)
+            calls.append((p, args))
+        replies = await self._together("claiming", self._scripts.claim, calls)
+        started = time.monotonic()
+        for (p, wanted), reply in zip(plan.items(), replies, strict=True):
             got: Counter[str] = Counter()
             if reply is None:  # the lease is gone: the heartbeat thread will notice too
                 self._forget_partition(p)
@@ -340,12 +362,11 @@ class RedisFrontier:
                     got[host] += 1
                 self._apply_heads(p, heads)
                 self._in_flight[p].update(entry.fp for entry in entries[len(entries) - sum(got.values()) :])
-            started = time.monotonic()
             for host_id, take in wanted:
                 politeness.claimed(names[host_id], take, got[names[host_id]], started)
         self._running += len(entries)
         if self._limits is not None:
-            await self._limits.settle()
+            await self._limits.settle(time.monotonic())
         return entries
 
     async def _refresh(self, usable: Mapping[int, str]) -> None:
@@ -354,10 +375,16 @@ class RedisFrontier:
         for p in [p for p in self._known if p not in usable and not self._in_flight.get(p)]:
             self._forget_partition(p)
         now = time.time()
-        for p in usable:
-            hosts, later, (seconds, micros) = await self._redis(
-                "reading a partition", partial(pipelined, self._client, partial(self._read_partition, p))
-            )
+        held = list(usable)
+
+        def fill(pipe: Any) -> None:
+            for p in held:
+                self._read_partition(p, pipe)
+            self._read_counters(pipe)
+
+        replies = await self._redis("reading the held partitions", lambda: pipelined(self._client, fill))
+        for i, p in enumerate(held):
+            hosts, later, (seconds, micros) = replies[3 * i : 3 * i + 3]
             flat: list[Any] = []
             for host, score in hosts:
                 flat += [host, score]
@@ -372,7 +399,7 @@ class RedisFrontier:
                 self._retry_at[p] = now + max(0.0, later[0][1] / 1000 - redis_now)
             else:
                 self._retry_at.pop(p, None)
-        self._done_base, self._done = (await self.counts()).done, 0
+        self._done_base, self._done = self._sum_counters(replies[3 * len(held) :]).done, 0
 
     def _read_partition(self, p: int, pipe: Any) -> None:
         keys = self._keys
@@ -418,16 +445,23 @@ class RedisFrontier:
         if children:
             await self._add(children, cash)
         now = time.time()
+        tokens = {p: self._leases.token(p) for p in by_partition}
+        chunks = [
+            (p, items[start : start + CHUNK])
+            for p, items in by_partition.items()
+            for start in range(0, len(items), CHUNK)
+        ]
+        calls = [
+            (p, completion_args(token, self._leases.node, batch_id, chunk, now))
+            for p, chunk in chunks
+            if (token := tokens[p]) is not None
+        ]
+        replies = iter(await self._together("completing", self._scripts.complete, calls))
         lost: set[int] = set()
+        for p, chunk in chunks:
+            lost |= refused(p, chunk, None if tokens[p] is None else next(replies))
         for p, items in by_partition.items():
-            token = self._leases.token(p)
-            for start in range(0, len(items), CHUNK):
-                chunk = items[start : start + CHUNK]
-                reply = None
-                if token is not None:
-                    args = completion_args(token, self._leases.node, batch_id, chunk, now)
-                    reply = await self._script("completing", self._scripts.complete, p, args)
-                lost |= refused(p, chunk, reply)
+            token = tokens[p]
             self._done += sum(item.verdict == "done" and item.entry.fp not in lost for item in items)
             retries = [item.not_before or now for item in items if item.verdict == "retry"]
             if retries and token is not None:
@@ -445,12 +479,16 @@ class RedisFrontier:
     # -- state ------------------------------------------------------------------------------------
 
     async def counts(self) -> FrontierCounts:
-        def fill(pipe: Any) -> None:
-            for p in range(self._layout.partitions):
-                pipe.hmget(self._keys.counters(p), *PARTITION_FIELDS)
+        return self._sum_counters(await self._redis("counting", lambda: pipelined(self._client, self._read_counters)))
 
+    def _read_counters(self, pipe: Any) -> None:
+        for p in range(self._layout.partitions):
+            pipe.hmget(self._keys.counters(p), *PARTITION_FIELDS)
+
+    @staticmethod
+    def _sum_counters(replies: Sequence[Sequence[Any]]) -> FrontierCounts:
         counts = FrontierCounts()
-        for values in await self._redis("counting", lambda: pipelined(self._client, fill)):
+        for values in replies:
             waiting, running, done, failed, _act = (int(v or 0) for v in values)
             counts.waiting += waiting
             counts.running += running

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config import PolitenessConfig
@@ -26,16 +27,33 @@ from ..models import KeepResponse
 from ..politeness import Politeness
 from .keys import Keys
 from .redisconn import persist
-from .scripts import Scripts
+from .scripts import Call, Scripts, run_together
 
 ROBOTS_LOCK = 30.0
 """Seconds one node has to fetch a robots.txt before another may try."""
+HOLD = 0.5
+"""Seconds a node keeps the slots of a host without a delay after it last asked for the host's URLs, ready for
+its next ones: with no pace to keep, a slot is taken again only when the node's share of them grows."""
 
 
 class SharedHostLimits:
     def __init__(
-        self, client: Any, keys: Keys, node: str, config: PolitenessConfig, politeness: Politeness, *, ttl: float
+        self,
+        client: Any,
+        keys: Keys,
+        node: str,
+        config: PolitenessConfig,
+        politeness: Politeness,
+        *,
+        ttl: float,
+        share: Callable[[], float],
     ) -> None:
+        """`share()`: the part of the crawl this node holds (its partitions' share, 0 to 1), which bounds the
+        slots of a host it keeps without requests (`HOLD`)."""
+        self._client = client
+        self._share = share
+        self._asked: dict[str, float] = {}
+        """Host → when a claim last wanted its URLs (monotonic)."""
         self._script = Scripts(client).host_slots
         self._keys = keys
         self._node = node
@@ -49,15 +67,27 @@ class SharedHostLimits:
     async def cut(self, plan: dict[int, list[tuple[int, int]]], names: Mapping[int, str], hosts: HostQueue,
                   mono: float) -> None:  # fmt: skip
         """Cut a claim's plan (per partition, host ids and how many URLs to take) to the slots the shared limits
-        grant; park the hosts granted none."""
+        grant; park the hosts granted none. Slots kept from requests that ended serve first; those kept no
+        longer go back in the same round trip.
+
+        The plan's requests are already reserved in the node's politeness: a host needs a new slot for each
+        request reserved beyond the slots it keeps."""
         wanted: Counter[str] = Counter()
         for pairs in plan.values():
             for host_id, take in pairs:
                 wanted[names[host_id]] += take
-        granted: dict[str, int] = {}
-        waits: dict[str, float] = {}
-        for host, n in wanted.items():
-            granted[host], waits[host] = await self.take(host, n)
+        for host in wanted:
+            self._asked[host] = mono
+        gives = self._gives(mono, wanted)
+        needed = {}
+        for host in wanted:
+            if (need := self._politeness.active(host) - self.held(host)) > 0:
+                needed[host] = need
+        taken = await self._take(needed, gives)
+        granted = {host: n - max(0, needed.get(host, 0) - taken.get(host, (0, 0.0))[0]) for host, n in wanted.items()}
+        for host in wanted:
+            if not self.held(host):  # refused: nothing to keep
+                self._asked.pop(host, None)
         for p, pairs in plan.items():
             kept = []
             for host_id, take in pairs:
@@ -69,42 +99,63 @@ class SharedHostLimits:
                 if allowed:
                     kept.append((host_id, allowed))
                 else:
-                    hosts.park(host_id, mono + max(waits[host], 0.002))
+                    hosts.park(host_id, mono + max(taken[host][1] if host in taken else 0.0, 0.002))
             plan[p] = kept
 
-    async def settle(self) -> None:
-        """Give back the slots of requests that ended: a host holds no more than it has running here (the
-        hosts held are few: at most one per request in flight)."""
+    async def settle(self, mono: float) -> None:
+        """Give back the slots of requests that ended, but those kept (`_gives`)."""
+        await run_together(self._client, "giving host slots back", self._gives(mono))
+
+    def _gives(self, mono: float, reserved: Mapping[str, int] | None = None) -> list[Call]:
+        """Calls giving back each host's slots beyond its requests running here (the hosts held are few: at
+        most one per request in flight); the slots are no longer counted held. `reserved`: requests a claim
+        has reserved in the node's politeness and not yet been granted slots for.
+
+        A host without a delay asked for within `HOLD` keeps up to the node's share of its slots (its share of
+        the partitions, so that every node gets its part of the host): the node's next claim of the host then
+        needs no slot from Redis. A host with a delay keeps none: each request's start is paced through Redis."""
+        reserved = reserved or {}
         with self._lock:
             held = list(self._held)
+        calls = []
         for host in held:
-            excess = self.held(host) - self._politeness.active(host)
-            if excess > 0:
-                await self.give(host, excess)
+            active = self._politeness.active(host)
+            if self._politeness.delay(host) == 0 and mono - self._asked.get(host, -HOLD) < HOLD:
+                kept = max(active, math.ceil(self._per_host * self._share()))
+            else:
+                self._asked.pop(host, None)
+                kept = active - reserved.get(host, 0)
+            excess = self.held(host) - kept
+            if excess > 0 and (slots := self._take_back(host, excess)):
+                calls.append(Call(self._script, self._keys.host_slots(host), ["give", *slots]))
+            if not self.held(host):
+                self._asked.pop(host, None)
+        return calls
 
     async def take(self, host: str, n: int) -> tuple[int, float]:
         """Take up to `n` slots of `host`; returns how many were granted and, if none, seconds to wait."""
-        delay = int(self._politeness.delay(host) * 1000)
-        args = ["take", self._node, n, self._per_host, delay, self._ttl]
-        granted, wait = await persist(
-            "taking host slots", lambda: self._script(keys=[self._keys.host_slots(host)], args=args)
-        )
-        if granted:  # a host refused keeps no entry: the heartbeat renews per host held
-            with self._lock:
-                self._held[host].extend(granted)
-        return len(granted), int(wait) / 1000
+        return (await self._take({host: n}, []))[host]
+
+    async def _take(self, wanted: Mapping[str, int], gives: list[Call]) -> dict[str, tuple[int, float]]:
+        """Make `gives`, then take up to `wanted[host]` slots of each host, in one round trip; returns per host
+        how many were granted and, if none, seconds to wait."""
+        node, per_host, ttl = self._node, self._per_host, self._ttl
+        takes = [
+            Call(self._script, self._keys.host_slots(host),
+                 ["take", node, n, per_host, int(self._politeness.delay(host) * 1000), ttl])
+            for host, n in wanted.items()
+        ]  # fmt: skip
+        replies = await run_together(self._client, "taking host slots", [*gives, *takes])
+        taken = {}
+        for host, (slots, wait) in zip(wanted, replies[len(gives) :], strict=True):
+            if slots:  # a host refused keeps no entry: the heartbeat renews per host held
+                with self._lock:
+                    self._held[host].extend(slots)
+            taken[host] = len(slots), int(wait) / 1000
+        return taken
 
     def held(self, host: str) -> int:
         return len(self._held.get(host, ()))
-
-    async def give(self, host: str, n: int) -> None:
-        """Give back `n` slots of `host` (its requests ended)."""
-        slots = self._take_back(host, n)
-        if slots:
-            await persist(
-                "giving host slots back",
-                lambda: self._script(keys=[self._keys.host_slots(host)], args=["give", *slots]),
-            )
 
     def _take_back(self, host: str, n: int) -> list[bytes]:
         with self._lock:

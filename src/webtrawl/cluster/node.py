@@ -251,7 +251,10 @@ class Node:
         if self._layout.partition_by == "url":
             # Renewed with the leases, and lasting as long: a dead node's slots come back when its leases do.
             ttl = self._layout.lease_ttl
-            limits = SharedHostLimits(self._client, self._keys, self.node, config.politeness, politeness, ttl=ttl)
+            limits = SharedHostLimits(
+                self._client, self._keys, self.node, config.politeness, politeness, ttl=ttl,
+                share=lambda: len(self.leases.usable()) / self._layout.partitions,
+            )  # fmt: skip
             self._robots = SharedRobots(
                 self._client, self._keys, self.node, config.fetch.user_agent, ttl=config.politeness.robots_ttl
             )

@@ -60,10 +60,22 @@ class NodeShard:
         results: Sequence[tuple[int, Completion]],
         site_files: Sequence[Resource],
     ) -> None:
-        """Save the checkpoint, index the site files and stage `results` (partition, completion)."""
-        rows = [Staged(batch, c.entry.fp, self.node, p, encode_completion(c, self.node)) for p, c in results]
-        self.settled = not rows
-        await self._db.run(stage, self._crawl_id, checkpoint, rows, site_files, self.node)
+        """Save the checkpoint, index the site files and stage `results` (partition, completion), encoded on
+        the database's thread: the event loop has the fetches to serve."""
+        self.settled = not results
+        await self._db.run(self._stage, batch, checkpoint, results, site_files)
+
+    def _stage(
+        self,
+        conn: sqlite3.Connection,
+        batch: int,
+        checkpoint: Mapping[str, int],
+        results: Sequence[tuple[int, Completion]],
+        site_files: Sequence[Resource],
+    ) -> None:
+        node = self.node
+        rows = [Staged(batch, c.entry.fp, node, p, encode_completion(c, node)) for p, c in results]
+        stage(conn, self._crawl_id, checkpoint, rows, site_files, node)
 
     async def record_drops(self, drops: Sequence[Sequence[str]]) -> None:
         """Record URLs refused outside a page's completion: over a budget as they were added, out of a
