@@ -96,7 +96,9 @@ def crawl(seeds: tuple[str, ...], serve_dashboard: bool, port: int, **flags: Any
                 flags["lease_ttl"],
             )
             layout = replace(layout, partition_by=flags["partition_by"])
-            run_pass = partial(_coordinator_pass, config, redis_url, layout, not flags["no_fetch"], quiet)
+            run_pass = partial(
+                _coordinator_pass, config, redis_url, layout, not flags["no_fetch"], flags["refetch_lost"], quiet
+            )
         else:
             run_pass = partial(_embedded_pass, config, quiet)
         ended = _run(interruptible(partial(_passes, run_pass, config.revisit.every, output), say))
@@ -143,7 +145,13 @@ async def _embedded_pass(config: CrawlConfig, quiet: bool, interrupts: Interrupt
 
 
 async def _coordinator_pass(
-    config: CrawlConfig, redis_url: str, layout: Layout, fetch: bool, quiet: bool, interrupts: Interrupts
+    config: CrawlConfig,
+    redis_url: str,
+    layout: Layout,
+    fetch: bool,
+    refetch_lost: bool,
+    quiet: bool,
+    interrupts: Interrupts,
 ) -> tuple[CrawlReport, Nodes]:
     from .cluster.runs import run_coordinator
 
@@ -151,7 +159,13 @@ async def _coordinator_pass(
         say(describe(event))
 
     return await run_coordinator(
-        config, redis_url, layout, fetch=fetch, on_event=None if quiet else on_event, interrupts=interrupts
+        config,
+        redis_url,
+        layout,
+        fetch=fetch,
+        refetch_lost=refetch_lost,
+        on_event=None if quiet else on_event,
+        interrupts=interrupts,
     )
 
 

@@ -48,6 +48,11 @@ class CrawlGone(StoreError):
     """The crawl's settings are no longer in Redis (a Redis restarted with nothing on disk, or flushed)."""
 
 
+class ShardsUnreachable(StoreError):
+    """A crawl Redis lost is to be rebuilt from its shards, and some of them cannot be read here; the message
+    names them and the ways on."""
+
+
 class NodeExited(WebtrawlError):
     """The node `webtrawl crawl --redis` started beside itself failed; it said why on stderr."""
 

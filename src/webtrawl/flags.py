@@ -403,6 +403,12 @@ CRAWL_OPTIONS = [
         metavar="DURATION",
         help="With --redis: how long a partition lease lasts (at least 3s).",
     ),
+    click.option(
+        "--refetch-lost",
+        is_flag=True,
+        help="With --redis: when Redis lost the crawl and some of its shards cannot be read here, rebuild it "
+        "without them (their pages are fetched again where the other shards link them).",
+    ),
 ]
 """The crawl command's flags, beside the table of the config fields they set (`FLAG_FIELDS`)."""
 
@@ -433,6 +439,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "Distributed (with --redis)": (
         "redis_url", "partition_by", "no_fetch", "partitions", "dedup", "expected_urls", "fp_rate", "lease_ttl",
+        "refetch_lost",
     ),
 }  # fmt: skip
 """The sections of `webtrawl crawl --help`, by flag parameter name; flags of no section come last."""

@@ -305,10 +305,11 @@ def describe(event: Event) -> str:
     match event:
         case LeaseHeld(name):
             return f"crawl {name!r} has a coordinator lease: waiting for it to expire (it may have died)"
-        case Restored(name, urls, shards):
+        case Restored(name, urls, shards, without):
+            lost = f", without {without:,} it could not read (--refetch-lost)" if without else ""
             return (
                 f"{name}: the crawl was new in Redis: {urls:,} URL(s) restored from this directory's index "
-                f"and {shards:,} shard(s)"
+                f"and {shards:,} shard(s){lost}"
             )
         case Requeued(name, urls):
             return f"{name}: {urls:,} URL(s) due for a revisit went back to their partitions"

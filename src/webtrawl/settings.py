@@ -200,7 +200,7 @@ def from_command_line(
 
 
 COMMAND_LINE_ONLY = ("quiet", "verbose", "log_format", "redis_url", "partition_by", "no_fetch", "partitions",
-                     "dedup", "expected_urls", "fp_rate", "lease_ttl")  # fmt: skip
+                     "dedup", "expected_urls", "fp_rate", "lease_ttl", "refetch_lost")  # fmt: skip
 """Flags of the command line alone: how it talks to the terminal, and distributed runs (`webtrawl crawl --redis`)."""
 
 

@@ -147,6 +147,9 @@ def test_a_coordinator_and_two_workers_crawl_every_page_once(tmp_path: Path) -> 
     overview = dashboard.get("/").text
     assert "1 shard(s) of this crawl cannot be read from this machine" in overview
     assert str((tmp_path / "w1").resolve()) in overview
+    lost = [f"{place['host']}:{place['path']}" for place in listed if place["path"] == str((tmp_path / "w1").resolve())]
+    assert dashboard.get("/api/pages").json()["unreachable_shards"] == lost
+    assert dashboard.get("/api/search", params={"q": "page"}).json()["unreachable_shards"] == lost
     moved = [capture_id for node, capture_id in fetched_by.items() if node in unreachable[0]]
     assert moved and dashboard.get(f"/archive/{moved[0]}/raw").status_code == 404
     merge_copied_shards(tmp_path)

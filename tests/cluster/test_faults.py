@@ -42,6 +42,7 @@ from tests.cluster.processes import (
     worker,
 )
 from tests.redis_servers import RedisServer
+from webtrawl.cluster.coordinator import RESTORE_MARK
 
 pytestmark = pytest.mark.slow
 
@@ -312,6 +313,46 @@ def test_a_crawl_redis_forgot_is_rebuilt_from_its_shards(tmp_path: Path) -> None
     assert fetched_again == set(), f"{len(fetched_again)} page(s) the shards had were fetched again"
     shards = [tmp_path / d for d in ("coord", "w0", "again", "w1")]
     assert {url for d in shards for url, _node, _at in shard_captures(d, settled=False)} == expected
+
+
+def test_a_crawl_redis_forgot_is_rebuilt_without_a_shard_it_cannot_read_only_when_told_to(tmp_path: Path) -> None:
+    """Redis flushed mid-crawl, and the worker's shard moved away: the coordinator names the shard and changes
+    nothing; told `--refetch-lost`, it rebuilds the crawl from its own shard, and what the lost one held is
+    fetched again: every page ends in a shard it can read."""
+    with Sites(pages=PAGES, delay=DELAY) as sites, RedisServer(appendonly=False) as server:
+        coord = coordinator(sites, server.url, tmp_path / "coord")
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
+        wait_for_done(server.url, 20)
+        while len(json.loads((tmp_path / "coord" / "shards.json").read_text())) < 2:
+            time.sleep(0.1)
+        with redis.Redis.from_url(server.url) as admin:
+            admin.flushall()
+        for process in (coord, helper):
+            assert process.finish()[0] == 2
+        lost = shards_ended(tmp_path / "w0")
+        (tmp_path / "w0").rename(tmp_path / "elsewhere")
+
+        code, _out, err = coordinator(sites, server.url, tmp_path / "coord").finish()
+        assert code == 2, err
+        last = err.splitlines()[-1]
+        assert last.startswith(
+            f"webtrawl: error: crawl {NAME!r} is to be rebuilt in Redis from its shards, but 1 of"
+        ), err
+        assert str((tmp_path / "w0").resolve()) in last and "--refetch-lost" in last and "Traceback" not in err
+        with redis.Redis.from_url(server.url) as client:
+            assert client.hexists(KEYS.meta, RESTORE_MARK), "a refused restore was taken as done"
+            assert set(client.keys("{dist:p*")) == {KEYS.counters(p).encode() for p in range(16)}, "URLs went back"
+
+        coord = coordinator(sites, server.url, tmp_path / "coord", "--refetch-lost")
+        wait_for_crawl(server.url)
+        helper = worker(server.url, tmp_path / "w1", "--concurrency", WORKER_CONCURRENCY)
+        code, _out, err = coord.finish()
+        assert code == 0, err
+        assert helper.finish()[0] == 0
+        assert "rebuilding crawl 'dist' without the shard at" in err
+        check_complete(sites, tmp_path / "coord")
+    assert lost and lost <= ended(tmp_path / "coord"), "what the lost shard held was not fetched again"
 
 
 def test_a_flushed_redis_that_keeps_its_data_on_disk_is_not_told_to(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ class Restored:
     name: str
     urls: int
     shards: int
+    without: int = 0
+    """Shards it could not read, rebuilt without (`--refetch-lost`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,10 +48,13 @@ async def run_coordinator(
     layout: Layout,
     *,
     fetch: bool = True,
+    refetch_lost: bool = False,
     on_event: Callable[[Event], None] | None = None,
     interrupts: Interrupts | None = None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
     """Create or rejoin the crawl, crawl as a node (unless `fetch` is off), and watch it until it ends.
+    `refetch_lost`: a crawl Redis lost is rebuilt even without the shards this machine cannot read
+    (`cluster.restore`).
 
     With `interrupts` (the command's Ctrl-C), an interrupt while crawling stops this process gracefully (its
     fetches in flight finish); the crawl goes on in Redis. Without, only `webtrawl control stop` ends a run.
@@ -76,6 +79,7 @@ async def run_coordinator(
                     layout,
                     lease,
                     node_url=url if fetch else None,
+                    refetch_lost=refetch_lost,
                     on_event=on_event,
                     interrupts=interrupts,
                 )
@@ -95,6 +99,7 @@ async def _coordinate(
     lease: CoordinatorLease,
     *,
     node_url: str | None,
+    refetch_lost: bool,
     on_event: Callable[[Event], None] | None,
     interrupts: Interrupts | None,
 ) -> tuple[CrawlReport, dict[str, dict[str, Any]]]:
@@ -106,17 +111,9 @@ async def _coordinate(
         # The nodes' shards keep those their pages gained.
         gained = [*gained, *await asyncio.to_thread(_gained_in_shards, out, config.name)]
         await frontier.widen_scope(list(dict.fromkeys(gained)))
-        restored = await restore_if_due(client, keys, db, crawl_id, frontier, out)
-        if restored is not None:
-            for place in restored.unreachable:
-                log.warning(
-                    "the shard at %s cannot be read from this machine: the URLs only it knew are not restored, "
-                    "and its pages are fetched again when found again (make it readable here, or fold it in with "
-                    "webtrawl merge, before the coordinator starts)",
-                    place,
-                )
-            if on_event is not None:
-                on_event(Restored(keys.name, restored.urls, restored.shards))
+        restored = await restore_if_due(client, keys, db, crawl_id, frontier, out, refetch_lost=refetch_lost)
+        if restored is not None and on_event is not None:
+            on_event(Restored(keys.name, restored.urls, restored.shards, len(restored.unreachable)))
         await frontier.add(opened.seed_urls())
         if config.revisit.recrawl:
             revisited = await _requeue_due(out, config.name, frontier)

@@ -113,6 +113,7 @@ def _pages(
             limit=limit,
         )
         total = listing.count_pages_of(sources, filters.parse())
+        unreachable = [place.key for place in sources.unreachable]
     return PagesOut(
         rows=[PageOut.model_validate(row) for row in found.rows],
         next=found.next,
@@ -121,6 +122,7 @@ def _pages(
         previous_url=found.previous and link(request, before=found.previous, after=None),
         partial=found.partial,
         total=total,
+        unreachable_shards=unreachable,
     )
 
 
@@ -182,6 +184,7 @@ def _search(request: Request, q: str, filters: _Filters, after: str | None, limi
         except store.QueryError as exc:
             return SearchOut(q=q, hits=[], next=None, next_url=None, unindexed=0, error=str(exc))
         total = listing.count_matches_of(sources, q, filters.parse())
+        unreachable = [place.key for place in sources.unreachable]
     return SearchOut(
         q=q,
         hits=[HitOut.model_validate(hit) for hit in found.hits],
@@ -191,6 +194,7 @@ def _search(request: Request, q: str, filters: _Filters, after: str | None, limi
         partial=found.partial,
         ranked=found.ranked,
         total=total,
+        unreachable_shards=unreachable,
     )
 
 

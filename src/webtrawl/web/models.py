@@ -53,6 +53,8 @@ class PagesOut(_Model):
     filter matches few captures): `next_url` reads on from there."""
     total: int | None
     """Captures matching the filters, all pages together; null when counting them took too long."""
+    unreachable_shards: list[str] = []
+    """Shards of the crawl (host:path) this machine cannot read: what their nodes fetched is not among these."""
 
 
 class SegmentOut(_Model):
@@ -82,6 +84,8 @@ class SearchOut(_Model):
     """Why the query could not be read (then `hits` is empty)."""
     total: int | None = None
     """Captures matching, all pages together; null when counting them took too long (or on an error)."""
+    unreachable_shards: list[str] = []
+    """Shards of the crawl (host:path) this machine cannot read: what their nodes fetched is not among these."""
 
 
 class DueOut(_Model):
