@@ -7,6 +7,7 @@ whole crawler process, start-up included, and nothing of the harness or of nginx
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sqlite3
@@ -29,6 +30,9 @@ class Usage:
     peak_rss_mb: float
     exit_code: int
     timed_out: bool
+    cpu_at_ready: float = 0.0
+    """For a process run beside others (`run_measured_together`): its CPU seconds when the last of them was
+    started, what its start-up cost before the job's work began."""
 
 
 @dataclass(frozen=True)
@@ -195,10 +199,13 @@ def run_measured_together(
         )
 
     threads = []
+    at_ready: list[float] = []
     try:
         for i, command in enumerate(commands):
             if before is not None:
                 before(i)
+            if i == len(commands) - 1:
+                at_ready = [_cpu_seconds(process.pid) for process in processes]
             processes.append(subprocess.Popen(list(command), stdin=subprocess.DEVNULL))
             threads.append(threading.Thread(target=reap, args=(i, processes[-1]), daemon=True))
             threads[-1].start()
@@ -214,7 +221,16 @@ def run_measured_together(
         for process in processes:
             if process.returncode is None:
                 _stop(process)
-    return [usages[i] for i in range(len(commands))]
+    return [dataclasses.replace(usages[i], cpu_at_ready=cpu) for i, cpu in enumerate([*at_ready, 0.0])]
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU seconds process `pid` has used so far (user and system, from /proc/PID/stat); 0 when gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -23,11 +23,13 @@ from tests.sites import Site as GeneratedSite
 from tests.sites import SiteServer
 from webtrawl import Crawler
 from webtrawl.models import Capture, WarcLocation
-from webtrawl.store.browse import Filters, QueryError, list_pages
+from webtrawl.store.browse import Filters, QueryError
 from webtrawl.store.crawls import open_crawl
 from webtrawl.store.db import connect
 from webtrawl.store.index import capture_row, drop_counts, failure_counts, insert_captures
+from webtrawl.store.listing import list_pages_of
 from webtrawl.store.search import fts_query, search, segments
+from webtrawl.store.shards import Source, Sources
 from webtrawl.web.app import create_app
 from webtrawl.web.site import Site
 
@@ -234,6 +236,7 @@ def test_a_filtered_page_out_of_time_reads_on_from_where_it_stopped(
     crawled: Crawled, db: sqlite3.Connection, sort: str
 ) -> None:
     conn = connect(crawled.out / "crawl.db", readonly=True)
+    sources = Sources.of(Source(0, conn, 1, crawled.out))
     try:
         for filters, where, params in [
             (Filters(status="4xx"), "c.status BETWEEN 400 AND 499", ()),
@@ -241,7 +244,7 @@ def test_a_filtered_page_out_of_time_reads_on_from_where_it_stopped(
         ]:
             seen, partial, after = [], 0, None
             while True:  # no time at all: each page reads one window of 7 captures
-                page = list_pages(conn, 1, filters, sort=sort, after=after, limit=3, window=7, budget=0)  # type: ignore[arg-type]
+                page = list_pages_of(sources, filters, sort=sort, after=after, limit=3, window=7, budget=0)  # type: ignore[arg-type]
                 seen += [row.id for row in page.rows]
                 partial += page.partial
                 if page.next is None:
@@ -260,10 +263,11 @@ def test_previous_cursors_walk_back_through_the_same_pages(
 ) -> None:
     conn = connect(crawled.out / "crawl.db", readonly=True)
     filters = Filters(status="200", depth=2) if filtered else Filters()
+    sources = Sources.of(Source(0, conn, 1, crawled.out))
     try:
         forward, after = [], None
         while True:
-            page = list_pages(conn, 1, filters, sort=sort, descending=descending, after=after, limit=7)  # type: ignore[arg-type]
+            page = list_pages_of(sources, filters, sort=sort, descending=descending, after=after, limit=7)  # type: ignore[arg-type]
             forward.append([row.id for row in page.rows])
             if page.next is None:
                 break
@@ -271,10 +275,10 @@ def test_previous_cursors_walk_back_through_the_same_pages(
         assert page.previous is not None and len(forward) > 3
         backward, before = [], page.previous
         while before is not None:
-            page = list_pages(conn, 1, filters, sort=sort, descending=descending, before=before, limit=7)  # type: ignore[arg-type]
+            page = list_pages_of(sources, filters, sort=sort, descending=descending, before=before, limit=7)  # type: ignore[arg-type]
             backward.append([row.id for row in page.rows])
             before = page.previous
-        again = list_pages(conn, 1, filters, sort=sort, descending=descending, after=page.next, limit=7)  # type: ignore[arg-type]
+        again = list_pages_of(sources, filters, sort=sort, descending=descending, after=page.next, limit=7)  # type: ignore[arg-type]
     finally:
         conn.close()
     assert backward == forward[-2::-1]  # every page before the last, each as it was shown going forwards

@@ -131,28 +131,6 @@ SCAN_BUDGET = 0.25
 """Seconds a filtered page may go on reading before it returns what it found."""
 
 
-def list_pages(
-    conn: sqlite3.Connection,
-    crawl_id: int,
-    filters: Filters,
-    *,
-    sort: Sort = "fetched",
-    descending: bool = False,
-    after: str | None = None,
-    before: str | None = None,
-    limit: int = 50,
-    window: int = SCAN_WINDOW,
-    budget: float = SCAN_BUDGET,
-) -> PageList:
-    """One page of the crawl's captures (every capture: a URL fetched twice is listed twice): the first, the
-    one after the cursor `after`, or the one before the cursor `before` (read backwards along the index)."""
-    backwards = before is not None
-    cursor = before if backwards else after
-    start = decode_cursor(cursor, sort) if cursor is not None else None
-    read = read_pages(conn, crawl_id, filters, sort, descending != backwards, start, limit, window, budget)
-    return page_list(read, cursor, backwards)
-
-
 @dataclass(frozen=True, slots=True)
 class Read:
     """Captures read along a sort order (forwards or backwards), each with its sort key."""

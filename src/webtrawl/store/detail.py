@@ -8,12 +8,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..models import State
 from ..urls import fingerprint
 from .browse import FROM, ROW, PageRow
+from .known import Known, known
 from .replay import capture_in, original_in
 from .shards import Sources
 
@@ -188,34 +189,22 @@ def _link_rows(sources: Sources, direction: str, fp: int) -> tuple[list[LinkRow]
         total += 1
         if total <= MAX_LINKS:
             fps.append(end)
-    rows = [link_row(sources, end) for end in fps]
-    return sorted((row for row in rows if row is not None), key=lambda row: row.url), total
+    return sorted(link_rows(sources, fps), key=lambda row: row.url), total
+
+
+def link_rows(sources: Sources, fps: Sequence[int]) -> list[LinkRow]:
+    """The URLs `fps` (in that order) as the crawl knows them (`known.known`): the furthest state any source
+    has, or why one dropped it; and the latest capture. A fingerprint no source knows is left out."""
+    found = known(sources, fps)
+    return [_link_row(url, found[fp]) for fp in fps if fp in found and (url := found[fp].url) is not None]
 
 
 def link_row(sources: Sources, fp: int | None) -> LinkRow | None:
-    """The URL `fp` as the crawl knows it: its furthest state in any source (a shard that only saw it linked
-    has it waiting, the one that fetched it done), or why it was dropped; and its latest capture."""
-    if fp is None:
-        return None
-    url: str | None = None
-    states: list[int] = []
-    dropped: str | None = None
-    latest: tuple[float, int] | None = None  # (fetched at, crawl-wide id)
-    for source in sources.all:
-        known, state, reason = source.conn.execute(
-            "SELECT COALESCE(u.url, d.url), u.state, d.reason FROM (SELECT 1) "
-            "LEFT JOIN urls u ON u.crawl_id = ?1 AND u.fp = ?2 LEFT JOIN dropped d ON d.crawl_id = ?1 AND d.fp = ?2",
-            (source.crawl_id, fp),
-        ).fetchone()
-        url, dropped = url or known, dropped or reason
-        states += [] if state is None else [state]
-        for at, local in source.conn.execute(
-            "SELECT fetched_at, id FROM captures WHERE crawl_id = ? AND fp = ? ORDER BY fetched_at DESC, id DESC "
-            "LIMIT 1",
-            (source.crawl_id, fp),
-        ):
-            latest = max(latest or (at, 0), (at, sources.capture_id(source, local)))
-    if url is None:
-        return None
-    label = State(max(states)).name.lower() if states else f"dropped: {dropped}"
-    return LinkRow(url=url, capture_id=None if latest is None else latest[1], state=label)
+    """`link_rows` of one URL, if the crawl knows it."""
+    rows = [] if fp is None else link_rows(sources, [fp])
+    return rows[0] if rows else None
+
+
+def _link_row(url: str, what: Known) -> LinkRow:
+    label = State(what.state).name.lower() if what.state is not None else f"dropped: {what.dropped}"
+    return LinkRow(url=url, capture_id=what.capture_id, state=label)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from .detail import LinkRow, link_row, linked_fps
+from .detail import LinkRow, link_rows, linked_fps
 from .shards import Sources
 
 
@@ -33,7 +33,7 @@ def link_page(
     limit: int = 50,
 ) -> LinkPage | None:
     """The links of the URL of capture `capture_id` (crawl-wide) in `direction` ("in" or "out"), in every source,
-    each URL as the crawl knows it (`detail.link_row`). None if the crawl has no such capture."""
+    each URL as the crawl knows it (`detail.link_rows`). None if the crawl has no such capture."""
     located = sources.locate(capture_id)
     if located is None:
         return None
@@ -45,6 +45,6 @@ def link_page(
         return None
     (fp,) = row
     ends = list(itertools.islice(linked_fps(sources, direction, fp, after), limit + 1))
-    rows = [found for end in ends[:limit] if (found := link_row(sources, end)) is not None]
+    rows = link_rows(sources, ends[:limit])
     total = sum(1 for _ in linked_fps(sources, direction, fp))
     return LinkPage(rows, ends[limit - 1] if len(ends) > limit else None, total)

@@ -15,7 +15,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .browse import SCAN_BUDGET, Filters, PageList, Read, Sort, count_pages, decode_cursor, hosts, page_list, read_pages
+from .browse import (
+    SCAN_BUDGET,
+    SCAN_WINDOW,
+    Filters,
+    PageList,
+    Read,
+    Sort,
+    count_pages,
+    decode_cursor,
+    hosts,
+    page_list,
+    read_pages,
+)
 from .search import SearchResult, count_matches, search
 from .shards import SHARD_BITS, Source, Sources
 from .shardsearch import search_shards
@@ -32,9 +44,12 @@ def list_pages_of(
     after: str | None = None,
     before: str | None = None,
     limit: int = 50,
+    window: int = SCAN_WINDOW,
     budget: float = SCAN_BUDGET,
 ) -> PageList:
-    """One page of the crawl's captures (`browse.list_pages`, over every source)."""
+    """One page of the crawl's captures (every capture: a URL fetched twice is listed twice): the first, the
+    one after the cursor `after`, or the one before the cursor `before` (read backwards along the sort's
+    index). A filtered page reads `window` captures a step, for `budget` seconds in all (`browse.read_pages`)."""
     backwards = before is not None
     cursor = before if backwards else after
     start = decode_cursor(cursor, sort) if cursor is not None else None
@@ -46,7 +61,7 @@ def list_pages_of(
             source,
             read_pages(
                 source.conn, source.crawl_id, filters, sort, reading_descending, _local_start(sources, source, start),
-                limit, budget=share,
+                limit, window, share,
             ),
         )
         for source in sources.all

@@ -18,12 +18,13 @@ import heapq
 import itertools
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from ..models import State
 from .index import drop_counts, failure_counts
+from .known import UNKNOWN, Known, known
 from .shards import Source, Sources, global_id, split_id
 
 Row = TypeVar("Row")
@@ -98,8 +99,8 @@ def list_failed(sources: Sources, reason: str = "", *, after: int | None = None,
     in one integer (`shards.global_id`), so it orders as (shard, id)."""
     reasons = failure_counts_of(sources)
     found = list(itertools.islice(_failed(sources, reason, after), limit + 1))
-    pages = _pages(sources, [fp for _key, fp, _row in found[:limit]])
-    rows = [replace(row, capture_id=pages.get(fp, _NOWHERE).capture_id) for _key, fp, row in found[:limit]]
+    pages = known(sources, [fp for _key, fp, _row in found[:limit]])
+    rows = [replace(row, capture_id=pages.get(fp, UNKNOWN).capture_id) for _key, fp, row in found[:limit]]
     more = found[limit - 1][0] if len(found) > limit else None
     return Listed(rows, more, reasons.get(reason, 0) if reason else sum(reasons.values()), reasons)
 
@@ -141,14 +142,14 @@ def list_dropped(
     the page that linked it. The cursor is the last row's fingerprint."""
     reasons = drop_counts_of(sources)
     found = [drop for _source, drop in itertools.islice(_drops(sources, reason, after, limit + 1), limit + 1)]
-    pages = _pages(sources, [drop.referrer_fp for drop in found[:limit] if drop.referrer_fp is not None])
+    pages = known(sources, [drop.referrer_fp for drop in found[:limit] if drop.referrer_fp is not None])
     rows = [_dropped_row(drop, pages) for drop in found[:limit]]
     more = found[limit - 1].fp if len(found) > limit else None
     return Listed(rows, more, reasons.get(reason, 0) if reason else sum(reasons.values()), reasons)
 
 
-def _dropped_row(drop: _Drop, pages: dict[int, _Page]) -> DroppedRow:
-    referrer = _NOWHERE if drop.referrer_fp is None else pages.get(drop.referrer_fp, _NOWHERE)
+def _dropped_row(drop: _Drop, pages: dict[int, Known]) -> DroppedRow:
+    referrer = UNKNOWN if drop.referrer_fp is None else pages.get(drop.referrer_fp, UNKNOWN)
     return DroppedRow(url=drop.url, reason=drop.reason, referrer=referrer.url, referrer_capture_id=referrer.capture_id)
 
 
@@ -204,35 +205,3 @@ def _owned(sources: Sources, found: Sequence[tuple[Source, _Drop]]) -> list[tupl
         if not any(drop.fp in fps for fps in taken.values())
         and not any(drop.fp in fps for number, fps in dropped.items() if number < source.number)
     ]
-
-
-@dataclass(frozen=True, slots=True)
-class _Page:
-    url: str | None
-    capture_id: int | None
-    """Its latest capture across the sources, as `Sources.capture_id` names it."""
-
-
-_NOWHERE = _Page(None, None)
-
-
-def _pages(sources: Sources, fps: Iterable[int]) -> dict[int, _Page]:
-    """The URL and latest capture of each fingerprint in `fps`, looked up in every source: a page may have been
-    fetched into another shard than the one that names it, or into several (a retry taken by another node)."""
-    wanted = sorted(set(fps))
-    if not wanted:
-        return {}
-    urls: dict[int, str] = {}
-    latest: dict[int, tuple[float, int]] = {}
-    for source in sources.all:
-        for fp, url, local, at in source.conn.execute(
-            "SELECT j.value, r.url, c.id, c.fetched_at FROM json_each(?2) j "
-            "LEFT JOIN urls r ON r.crawl_id = ?1 AND r.fp = j.value "
-            "LEFT JOIN captures c ON c.id = (SELECT MAX(id) FROM captures WHERE crawl_id = ?1 AND fp = j.value)",
-            (source.crawl_id, json.dumps(wanted)),
-        ):
-            if url is not None:
-                urls.setdefault(fp, url)
-            if local is not None and (fp not in latest or at > latest[fp][0]):
-                latest[fp] = at, sources.capture_id(source, local)
-    return {fp: _Page(urls.get(fp), latest[fp][1] if fp in latest else None) for fp in urls.keys() | latest.keys()}
