@@ -85,7 +85,7 @@ Sitemap: http://example.org/sitemap.xml
         ("User-agent: webtrawl\nInvalid-Unknown-Line: x\nUser-agent: *\nDisallow: /", "/x", False),
         ("User-agent: webtrawl\nCrawl-delay: 2\nUser-agent: *\nDisallow: /", "/x", False),
         ("User-agent: webtrawl\nSitemap: /s.xml\nUser-agent: *\nDisallow: /", "/x", False),
-        # a User-agent value names the agent up to its first character outside [a-zA-Z_-]
+        # a User-agent value names the agent up to its first character outside [a-zA-Z0-9_-]
         ("User-Agent: WEBTRAWL BOT\nDisallow: /", "/x", False),
         ("User-agent: webtrawl/2.0\nDisallow: /", "/x", False),
         ("User-agent: web\nAllow: /\nUser-agent: *\nDisallow: /", "/x", False),  # not a prefix
@@ -104,6 +104,25 @@ Sitemap: http://example.org/sitemap.xml
 )
 def test_allowed(robots: str, path: str, allowed: bool) -> None:
     assert parse_robots(robots, UA).allowed(SITE + path) is allowed
+
+
+@pytest.mark.parametrize(
+    ("agent", "robots", "path", "allowed"),
+    [
+        # another bot's group, whose name differs from ours only after a digit or by one: the * group applies
+        ("bot1/1.0", "User-agent: bot2\nDisallow: /\n\nUser-agent: *\nDisallow: /x", "/y", True),
+        ("bot1/1.0", "User-agent: bot2\nDisallow: /\n\nUser-agent: *\nDisallow: /x", "/x", False),
+        ("mybot3/2.0", "User-agent: mybot\nDisallow: /\n\nUser-agent: *\nDisallow: /x", "/y", True),
+        ("mybot3/2.0", "User-agent: mybot\nDisallow: /\n\nUser-agent: *\nDisallow: /x", "/x", False),
+        # our own group, named with its digits
+        ("bot1/1.0", "User-agent: bot1\nDisallow: /\n\nUser-agent: *\nAllow: /", "/y", False),
+        ("mybot3/2.0 (+https://example.org/bot)", "User-agent: MyBot3/9\nDisallow: /y", "/y", False),
+    ],
+)
+def test_a_group_applies_to_the_agent_its_whole_product_token_names(
+    agent: str, robots: str, path: str, allowed: bool
+) -> None:
+    assert parse_robots(robots, agent).allowed(SITE + path) is allowed
 
 
 @pytest.mark.parametrize(

@@ -97,8 +97,8 @@ def parse_robots(text: str, user_agent: str) -> RobotsRules:
     Groups are read as RFC 9309 and Google's parser (github.com/google/robotstxt) read them, which
     protego alone does not: a group's User-agent lines end only at an Allow or Disallow line, so an
     unknown line (or a Sitemap, a Crawl-delay) between two User-agent lines leaves them in one group;
-    a User-agent value names the agent up to its first character outside [a-zA-Z_-] ("FOO BAR" names
-    foo); every group naming our agent counts, and the `*` groups count only when none does. protego
+    a User-agent value names the agent up to its first character outside [a-zA-Z0-9_-] ("FOO BAR" names
+    foo, "bot2/1.0" bot2); every group naming our agent counts, and the `*` groups count only when none does. protego
     then matches paths against the rules of those groups alone.
     """
     agent = product_token(user_agent)
@@ -117,7 +117,7 @@ _KINDS = (
 )
 """Line names by the prefixes that spell them, misspellings included, in the order Google tries them."""
 
-_NAME = re.compile(r"[a-zA-Z_-]*")
+_NAME = re.compile(r"[a-zA-Z0-9_-]*")
 
 
 def _applicable(text: str, agent: str) -> str:
@@ -156,7 +156,8 @@ def _applicable(text: str, agent: str) -> str:
 
 def _agent_name(value: str) -> str:
     """The product token a User-agent value names: its start up to the first character outside
-    [a-zA-Z_-], lower-cased ("" when it starts with another character)."""
+    [a-zA-Z0-9_-], lower-cased ("" when it starts with another character). Google's parser stops at a digit
+    too, which makes `bot2` name `bot` and match a crawler called bot1; the whole token names one agent."""
     match = _NAME.match(value)
     return match[0].lower() if match else ""
 
