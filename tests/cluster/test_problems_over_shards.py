@@ -155,6 +155,32 @@ def test_a_failed_url_other_shards_hold_as_waiting_is_listed_once_as_failed(
     assert Counter(url for url, _reason in listed(spread, "failed")) == Counter(failed)
 
 
+def test_a_failed_url_another_shard_ended_later_is_that_shards(
+    crawled_twice: CrawledTwice, sources: Sources, spread: TestClient, tmp_path: Path
+) -> None:
+    """A failed URL revisited by another node, which fetched it: its latest ended row is what it came to, so it
+    leaves the failed list and its counts."""
+    before = listed(spread, "failed")
+    url, reason = before[0]
+    ((fp, at),) = set(shard_rows(sources, "SELECT fp, updated_at FROM urls WHERE url = ? AND state = 3", url))
+    revisitor = next(
+        s for s in sources.all if not s.conn.execute("SELECT 1 FROM urls WHERE fp = ? AND state = 3", (fp,)).fetchone()
+    )
+    copy = copied(crawled_twice.spread, sources, tmp_path)
+    with closing(sqlite3.connect(tmp_path / f"shard{revisitor.number}" / NODE_DB)) as shard, shard:
+        shard.execute(  # done there, after it failed (it may have been waiting there, linked from its pages)
+            "INSERT INTO urls(crawl_id, fp, url, host_id, depth, kind, state, added_seq, discovered_at, updated_at) "
+            "SELECT crawl_id, ?, ?, host_id, depth, 'link', 2, added_seq, discovered_at, ? FROM urls LIMIT 1 "
+            "ON CONFLICT(crawl_id, fp) DO UPDATE SET state = 2, updated_at = excluded.updated_at",
+            (fp, url, at + 60),
+        )
+
+    with TestClient(create_app(Site(copy, name=NAME))) as client:
+        assert sorted(listed(client, "failed")) == sorted(set(before) - {(url, reason)})
+        reasons = client.get("/api/failed").json()["reasons"]
+    assert reasons.get(reason, 0) == spread.get("/api/failed").json()["reasons"][reason] - 1
+
+
 def test_the_lists_read_the_shards_not_the_index_the_coordinator_gathers(
     crawled_twice: CrawledTwice, sources: Sources, spread: TestClient, tmp_path: Path
 ) -> None:

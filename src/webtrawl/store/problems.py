@@ -3,13 +3,14 @@ with the reason, a page at a time, over every source of the crawl (`store.shards
 crawl's one database, or each readable shard of a distributed crawl's) as one crawl.
 
 Both lists page by a keyset (the last row's key as the cursor) along an index they already have: failed URLs
-by their row id within `urls_state`, shard after shard (a URL fails in the one shard whose node handled it;
-the others may hold it as waiting, linked from their pages), dropped ones by fingerprint, the drop log's
-primary key (an order with no meaning, but one that costs the same on the thousandth page as on the first),
-every source's merged. A URL several nodes dropped is listed and counted once, with the reason and referrer
-of the lowest-numbered shard that dropped it, and not at all if any source took it. A reason filter is
-checked row by row along that order: failures and drops are few beside the pages, and the counts by reason
-that head each list are the overview's.
+by their row id within `urls_state`, shard after shard (a URL fails in the shard whose node handled it; the
+others may hold it as waiting, linked from their pages, or ended later: a revisit another node took, whose
+latest ended row is what the URL came to, as for re-crawling, `store.schedule.due_in`), dropped ones by
+fingerprint, the drop log's primary key (an order with no meaning, but one that costs the same on the
+thousandth page as on the first), every source's merged. A URL several nodes dropped is listed and counted
+once, with the reason and referrer of the lowest-numbered shard that dropped it, and not at all if any source
+took it. A reason filter is checked row by row along that order: failures and drops are few beside the
+pages, and the counts by reason that head each list are the overview's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..models import State
 from .index import drop_counts, failure_counts
@@ -69,12 +70,15 @@ class Listed(Generic[Row]):
 
 
 def failure_counts_of(sources: Sources) -> dict[str, int]:
-    """Failed URLs counted by reason over every source, most frequent first, "(no reason)" for none: each
-    failed URL is failed in one source only, so the sources' counts add up."""
+    """Failed URLs counted by reason over every source, most frequent first, "(no reason)" for none: one
+    source counts them in SQL alone; across shards, a URL counts where its latest ended row is (`_failed`)."""
     total: Counter[str] = Counter()
-    for source in sources.all:
+    if len(sources.all) == 1:
+        (source,) = sources.all
         for reason, n in failure_counts(source.conn, source.crawl_id).items():
             total[reason or NO_REASON] += n
+    else:
+        total.update(row.reason for _key, _fp, row in _failed(sources, "", None))
     return _most_first(total)
 
 
@@ -107,22 +111,42 @@ def list_failed(sources: Sources, reason: str = "", *, after: int | None = None,
 
 def _failed(sources: Sources, reason: str, after: int | None) -> Iterator[tuple[int, int, FailedRow]]:
     """(cursor key, fingerprint, row without its capture) of the failed URLs after `after`, source by source
-    in id order."""
+    in id order; a URL another source ended later (or as late, in a higher-numbered shard) is that source's."""
     start, floor = _failed_start(sources, after)
     for source in sorted(sources.all, key=lambda s: s.number):
         if source.number < start:
             continue
-        for id_, fp, url, why, attempts, depth, at in source.conn.execute(
+        rows = source.conn.execute(
             "SELECT id, fp, url, IFNULL(reason, ?1), attempts, depth, updated_at FROM urls "
             "WHERE crawl_id = ?2 AND state = ?3 AND id > ?4 AND (?5 = '' OR IFNULL(reason, ?1) = ?5) ORDER BY id",
             (NO_REASON, source.crawl_id, State.FAILED, floor if source.number == start else 0, reason),
+        )
+        while chunk := rows.fetchmany(CHUNK):
+            later = _ended_later(sources, source, chunk)
+            for id_, fp, url, why, attempts, depth, at in chunk:
+                if fp in later:
+                    continue
+                key = global_id(source.number, id_) if sources.distributed else id_
+                row = FailedRow(url=url, reason=why, attempts=attempts, depth=depth, updated_at=at, capture_id=None)
+                yield key, fp, row
+
+
+def _ended_later(sources: Sources, source: Source, rows: Sequence[tuple[Any, ...]]) -> set[int]:
+    """The fingerprints of `rows` (failed in `source`: fp second, updated_at last) that another source ended
+    after `source` did (at the same time: a higher-numbered one)."""
+    at = {row[1]: row[-1] for row in rows}
+    later: set[int] = set()
+    for other in sources.all:
+        if other is source:
+            continue
+        for fp, ended in other.conn.execute(
+            "SELECT u.fp, u.updated_at FROM json_each(?2) j JOIN urls u ON u.crawl_id = ?1 AND u.fp = j.value "
+            "WHERE u.state IN (?3, ?4)",
+            (other.crawl_id, json.dumps(list(at)), State.DONE, State.FAILED),
         ):
-            key = global_id(source.number, id_) if sources.distributed else id_
-            yield (
-                key,
-                fp,
-                FailedRow(url=url, reason=why, attempts=attempts, depth=depth, updated_at=at, capture_id=None),
-            )
+            if (ended, other.number) > (at[fp], source.number):
+                later.add(fp)
+    return later
 
 
 def _failed_start(sources: Sources, after: int | None) -> tuple[int, int]:
