@@ -38,8 +38,12 @@ from .status import all_nodes
 
 log = logging.getLogger(__name__)
 
-REPORT_WAIT = 10.0
-"""Seconds the coordinator waits for live nodes' final reports once the crawl is over."""
+REPORT_WAIT = 300.0
+"""Seconds at most the coordinator waits for live nodes' final reports once the crawl is over: a node reports
+once its last batch is settled in its shard, which the run's report is counted from. A node that dies stops
+being live (its heartbeat ends), so only a node alive and stuck makes it wait that long."""
+REPORT_QUIET = 10.0
+"""Seconds it waits before saying which nodes it waits for."""
 
 
 async def run_coordinator(
@@ -326,14 +330,23 @@ async def _watch_for_stop(client: Any, keys: Keys) -> None:
 
 
 async def _final_reports(client: Any, sync: Any, keys: Keys, *, wait: bool) -> dict[str, dict[str, Any]]:
-    """Wait (a little, if `wait`) for every live node's final report."""
-    deadline = asyncio.get_running_loop().time() + (REPORT_WAIT if wait else 0)
+    """Wait (if `wait`) for every live node's final report."""
+    clock = asyncio.get_running_loop().time
+    started = clock()
+    told = not wait
     while True:
         reports = await persist("reading node reports", lambda: client.hgetall(keys.report))
         reports = {k.decode(): json.loads(v) for k, v in reports.items()}
         live = await persist("reading nodes", lambda: asyncio.to_thread(live_nodes, sync, keys))
-        if all(node in reports for node in live) or asyncio.get_running_loop().time() > deadline:
+        awaited = sorted(node for node in live if node not in reports)
+        if not awaited or not wait or clock() - started > REPORT_WAIT:
+            if awaited and wait:
+                log.warning("gave up waiting for the final report of %s: the run's report may miss their last "
+                            "pages (they are in their shards once settled)", ", ".join(awaited))  # fmt: skip
             return reports
+        if not told and clock() - started > REPORT_QUIET:
+            told = True
+            log.warning("waiting for %s to settle their last pages and report", ", ".join(awaited))
         await asyncio.sleep(0.5)
 
 
