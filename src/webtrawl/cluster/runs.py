@@ -19,7 +19,7 @@ from ..interrupts import Interrupts
 from ..politeness import Politeness
 from ..stats import CrawlReport
 from ..store.crawls import extra_hosts
-from ..store.opened import fetched_since, open_crawl_directory, outcome_counts
+from ..store.opened import OutcomeCounts, fetched_since, open_crawl_directory, outcome_counts
 from ..store.schedule import DueCursor, due_in
 from ..store.shards import ShardPlace, Sources, save_places
 from .coordinator import CoordinatorLease, check_present, create_or_join, load_crawl, scan, watch_for_end
@@ -177,11 +177,10 @@ async def _coordinate(
         last_word = "idle" if outcome == "finished" and config.revisit.every is not None else outcome
         await publish_now(client, sync, keys, layout, db, crawl_id, last_word)
         counts = await scan(client, keys, layout.partitions)
-        with Sources.open(out, config.name) as sources:
-            for lost in sources.unreachable:
-                log.warning("the shard at %s cannot be read here: its pages are not in this run's counts", lost.key)
-            nodes = _run_nodes(reports, heartbeats, await asyncio.to_thread(fetched_since, sources, started))
-            outcomes = await asyncio.to_thread(outcome_counts, sources)
+        unreachable, fetched, outcomes = await asyncio.to_thread(_count_run, out, config.name, started)
+        for lost in unreachable:
+            log.warning("the shard at %s cannot be read here: its pages are not in this run's counts", lost)
+        nodes = _run_nodes(reports, heartbeats, fetched)
         report = CrawlReport(
             name=config.name,
             outcome=outcome,
@@ -327,6 +326,13 @@ async def _watch_for_stop(client: Any, keys: Keys) -> None:
         await asyncio.sleep(0.5)
     # Nodes let in-flight fetches finish, settle them in their shards and leave.
     await asyncio.sleep(HEARTBEAT)
+
+
+def _count_run(out: Path, name: str, started: float) -> tuple[list[str], dict[str, tuple[int, int]], OutcomeCounts]:
+    """What the run's report counts from the crawl's shards (read off the event loop): the shards it could
+    not read, what each node fetched since `started` (`store.opened.fetched_since`), and the outcomes."""
+    with Sources.open(out, name) as sources:
+        return [place.key for place in sources.unreachable], fetched_since(sources, started), outcome_counts(sources)
 
 
 async def _final_reports(client: Any, sync: Any, keys: Keys, *, wait: bool) -> dict[str, dict[str, Any]]:
