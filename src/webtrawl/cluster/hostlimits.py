@@ -15,6 +15,7 @@ import asyncio
 import json
 import math
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -79,12 +80,15 @@ class SharedHostLimits:
         for host in wanted:
             self._asked[host] = mono
         gives = self._gives(mono, wanted)
-        needed = {}
-        for host in wanted:
-            if (need := self._politeness.active(host) - self.held(host)) > 0:
-                needed[host] = need
+        spare, needed = {}, {}
+        for host, n in wanted.items():
+            # Slots held beyond the requests running: a request may run without one (its slot's renewal was
+            # lost; robots.txt's fetch takes none), a deficit that is not this plan's to pay.
+            spare[host] = max(0, self.held(host) - (self._politeness.active(host) - n))
+            if spare[host] < n:
+                needed[host] = n - spare[host]
         taken = await self._take(needed, gives)
-        granted = {host: n - max(0, needed.get(host, 0) - taken.get(host, (0, 0.0))[0]) for host, n in wanted.items()}
+        granted = {host: min(n, spare[host] + (taken[host][0] if host in taken else 0)) for host, n in wanted.items()}
         for host in wanted:
             if not self.held(host):  # refused: nothing to keep
                 self._asked.pop(host, None)
@@ -170,8 +174,12 @@ class SharedHostLimits:
     # -- the heartbeat thread (blocking client) ---------------------------------------------------------------
 
     def renew(self, script: Any) -> None:
-        """Extend every slot held to a lease's TTL from now; forget those that expired meanwhile (this node
-        stalled or lost Redis past the TTL: other nodes may have taken them)."""
+        """Give back the slots kept past `HOLD` (claims give them back, but a node that claims nothing, paused
+        or busy with other hosts, would keep them); extend every other slot held to a lease's TTL from now;
+        forget those that expired meanwhile (this node stalled or lost Redis past the TTL: other nodes may
+        have taken them)."""
+        for call in self._gives(time.monotonic()):
+            script(keys=[call.key], args=call.args)
         with self._lock:
             held = {host: list(slots) for host, slots in self._held.items() if slots}
         for host, slots in held.items():

@@ -11,7 +11,7 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 from .bloom import BLOOM_LUA
-from .redisconn import UNREACHABLE, persist
+from .redisconn import GONE_REPLY, UNREACHABLE, persist
 
 
 def _lua(name: str) -> str:
@@ -74,21 +74,24 @@ async def run_together(
                 if on_lost is not None:
                     on_lost()
                 raise
-            unknown, failed, error = set(), [], None
+            unknown, failed, errors = set(), [], []
             for i, result in zip(pending, results, strict=True):
                 if isinstance(result, NoScriptError):
                     unknown.add(calls[i].script)
                     failed.append(i)
                 elif isinstance(result, Exception):
                     failed.append(i)
-                    error = error or result
+                    errors.append(result)
                 else:
                     replies[i] = result
             pending = failed
+            if on_lost is not None and any(isinstance(error, UNREACHABLE) for error in errors):
+                on_lost()  # a Cluster pipeline gives a reply lost on one master in place, and raises nothing
             for script in unknown:
                 await script.load(client)
-            if error is not None:
-                raise error  # `persist` waits out a full or unreachable Redis, and sends what is pending again
+            if errors:  # a crawl Redis lost says so first; `persist` waits out a full or unreachable Redis and
+                # sends what is pending again
+                raise next((error for error in errors if str(error).startswith(GONE_REPLY)), errors[0])
 
     if calls:
         await persist(what, attempt)
