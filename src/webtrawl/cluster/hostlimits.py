@@ -116,8 +116,9 @@ class SharedHostLimits:
         has reserved in the node's politeness and not yet been granted slots for.
 
         A host without a delay asked for within `HOLD` keeps up to the node's share of its slots (its share of
-        the partitions, so that every node gets its part of the host): the node's next claim of the host then
-        needs no slot from Redis. A host with a delay keeps none: each request's start is paced through Redis."""
+        the partitions, rounded down, so that the nodes' shares fit in the host's slots and every node gets its
+        part): the node's next claim of the host then needs no slot from Redis. A host with a delay keeps none:
+        each request's start is paced through Redis."""
         reserved = reserved or {}
         with self._lock:
             held = list(self._held)
@@ -125,7 +126,7 @@ class SharedHostLimits:
         for host in held:
             active = self._politeness.active(host)
             if self._politeness.delay(host) == 0 and mono - self._asked.get(host, -HOLD) < HOLD:
-                kept = max(active, math.ceil(self._per_host * self._share()))
+                kept = max(active, math.floor(self._per_host * self._share()))
             else:
                 self._asked.pop(host, None)
                 kept = active - reserved.get(host, 0)
