@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from functools import partial
 from typing import Any, NamedTuple
 
 from ..config import (
@@ -221,12 +222,17 @@ class Scan(NamedTuple):
 
 async def scan(client: Any, keys: Keys, partitions: int) -> Scan:
     """The counters of every partition, summed."""
+    replies = await persist("scanning partitions", lambda: pipelined(client, partial(queue_counters, keys, partitions)))
+    return summed(replies)
 
-    def fill(pipe: Any) -> None:
-        for p in range(partitions):
-            pipe.hmget(keys.counters(p), *PARTITION_FIELDS)
 
-    replies = await persist("scanning partitions", lambda: pipelined(client, fill))
+def queue_counters(keys: Keys, partitions: int, pipe: Any) -> None:
+    """Queue the reads of every partition's counters on `pipe` (`summed` adds up their replies)."""
+    for p in range(partitions):
+        pipe.hmget(keys.counters(p), *PARTITION_FIELDS)
+
+
+def summed(replies: list[Any]) -> Scan:
     totals = dict.fromkeys(PARTITION_FIELDS, 0)
     for reply in replies:
         for field, value in zip(PARTITION_FIELDS, reply, strict=True):

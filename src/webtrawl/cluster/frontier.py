@@ -31,10 +31,11 @@ from ..politeness import Politeness
 from ..urls import partition_of, template
 from .bloom import fp_bytes
 from .completing import completion_args, refused
+from .coordinator import queue_counters, scan, summed
 from .entries import decode_record, encode_record
 from .keys import Keys
 from .layout import Layout
-from .leases import PARTITION_FIELDS, Leases
+from .leases import Leases
 from .redisconn import UNREACHABLE, persist, pipelined
 from .scripts import Call, Script, Scripts, run_together
 
@@ -380,7 +381,7 @@ class RedisFrontier:
         def fill(pipe: Any) -> None:
             for p in held:
                 self._read_partition(p, pipe)
-            self._read_counters(pipe)
+            queue_counters(self._keys, self._layout.partitions, pipe)
 
         replies = await self._redis("reading the held partitions", lambda: pipelined(self._client, fill))
         for i, p in enumerate(held):
@@ -399,7 +400,7 @@ class RedisFrontier:
                 self._retry_at[p] = now + max(0.0, later[0][1] / 1000 - redis_now)
             else:
                 self._retry_at.pop(p, None)
-        self._done_base, self._done = self._sum_counters(replies[3 * len(held) :]).done, 0
+        self._done_base, self._done = summed(replies[3 * len(held) :]).done, 0
 
     def _read_partition(self, p: int, pipe: Any) -> None:
         keys = self._keys
@@ -479,22 +480,8 @@ class RedisFrontier:
     # -- state ------------------------------------------------------------------------------------
 
     async def counts(self) -> FrontierCounts:
-        return self._sum_counters(await self._redis("counting", lambda: pipelined(self._client, self._read_counters)))
-
-    def _read_counters(self, pipe: Any) -> None:
-        for p in range(self._layout.partitions):
-            pipe.hmget(self._keys.counters(p), *PARTITION_FIELDS)
-
-    @staticmethod
-    def _sum_counters(replies: Sequence[Sequence[Any]]) -> FrontierCounts:
-        counts = FrontierCounts()
-        for values in replies:
-            waiting, running, done, failed, _act = (int(v or 0) for v in values)
-            counts.waiting += waiting
-            counts.running += running
-            counts.done += done
-            counts.failed += failed
-        return counts
+        found = await scan(self._client, self._keys, self._layout.partitions)
+        return FrontierCounts(waiting=found.waiting, running=found.running, done=found.done, failed=found.failed)
 
     def done_count(self) -> int:
         return self._done_base + self._done
