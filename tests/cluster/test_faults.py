@@ -315,6 +315,14 @@ def test_a_crawl_redis_forgot_is_rebuilt_from_its_shards(tmp_path: Path) -> None
     assert {url for d in shards for url, _node, _at in shard_captures(d, settled=False)} == expected
 
 
+def settled_any(directory: Path) -> bool:
+    """Whether the node shard in `directory` holds an ended URL yet (its node may still be creating it)."""
+    try:
+        return (directory / "node.db").exists() and bool(shards_ended(directory))
+    except sqlite3.OperationalError:  # its tables are not there yet
+        return False
+
+
 def test_a_crawl_redis_forgot_is_rebuilt_without_a_shard_it_cannot_read_only_when_told_to(tmp_path: Path) -> None:
     """Redis flushed mid-crawl, and the worker's shard moved away: the coordinator names the shard and changes
     nothing; told `--refetch-lost`, it rebuilds the crawl from its own shard, and what the lost one held is
@@ -324,7 +332,7 @@ def test_a_crawl_redis_forgot_is_rebuilt_without_a_shard_it_cannot_read_only_whe
         wait_for_crawl(server.url)
         helper = worker(server.url, tmp_path / "w0", "--concurrency", WORKER_CONCURRENCY)
         deadline = time.monotonic() + 60
-        while not ((tmp_path / "w0" / "node.db").exists() and shards_ended(tmp_path / "w0")):  # the worker's own
+        while not settled_any(tmp_path / "w0"):
             assert time.monotonic() < deadline, "the worker settled nothing in its shard"
             time.sleep(0.1)
         with redis.Redis.from_url(server.url) as admin:
