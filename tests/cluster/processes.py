@@ -26,6 +26,7 @@ import redis
 from tests.sites import SiteServer
 from webtrawl import stackdump
 from webtrawl.cluster.keys import Keys
+from webtrawl.store.shard import StageFile
 from webtrawl.store.shards import Sources
 
 SITES = 20
@@ -302,7 +303,7 @@ def shard_captures(directory: Path, *, settled: bool = True) -> set[tuple[str, s
     db = sqlite3.connect(directory / "node.db")
     try:
         if settled:
-            assert db.execute("SELECT COUNT(*) FROM pending_results").fetchone() == (0,)
+            assert not StageFile(directory).read()
         return set(db.execute("SELECT url, node, fetched_at FROM captures"))
     finally:
         db.close()

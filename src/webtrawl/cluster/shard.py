@@ -1,8 +1,8 @@
 """This node's shard: the index of what it fetched, in its own directory (`store.shard` holds the why).
 
-The frontier stages each batch here before completing it in Redis, and settles it with what Redis accepted;
-at start, a node settles what a killed predecessor in the same directory staged, from the acknowledgements
-the partitions kept (`cluster/lua/complete.lua`).
+The frontier stages each batch here (its stage file, `store.shard.StageFile`) before completing it in Redis,
+and settles it with what Redis accepted; at start, a node settles what a killed predecessor in the same
+directory staged, from the acknowledgements the partitions kept (`cluster/lua/complete.lua`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..models import Completion, Resource
 from ..store.crawls import crawl_id_of
 from ..store.db import NODE_DB, Database, DirectoryLock, connect
 from ..store.ingest import ingest_drops
-from ..store.shard import Staged, settle, stage, staged
+from ..store.shard import Staged, StageFile, forget_staged_before, settle, stage, staged_before
 from ..store.shards import ShardPlace, load_places
 from .bloom import fp_bytes
 from .keys import Keys
@@ -42,6 +42,7 @@ class NodeShard:
         self._crawl_id = crawl_id
         self.node = node
         self._near_distance = near_distance
+        self._file = StageFile(db.path.parent)
         self._batch = time.time_ns()
         """Batch ids grow from the start time, so a restarted node's never meet its predecessor's."""
         self._seen = SeenCache()
@@ -60,8 +61,8 @@ class NodeShard:
         results: Sequence[tuple[int, Completion]],
         site_files: Sequence[Resource],
     ) -> None:
-        """Save the checkpoint, index the site files and stage `results` (partition, completion), encoded on
-        the database's thread: the event loop has the fetches to serve."""
+        """Stage `results` (partition, completion), then save the checkpoint and index the site files, on the
+        database's thread: encoding the results is work the event loop, with its fetches to serve, is spared."""
         self.settled = not results
         await self._db.run(self._stage, batch, checkpoint, results, site_files)
 
@@ -74,8 +75,9 @@ class NodeShard:
         site_files: Sequence[Resource],
     ) -> None:
         node = self.node
-        rows = [Staged(batch, c.entry.fp, node, p, encode_completion(c, node)) for p, c in results]
-        stage(conn, self._crawl_id, checkpoint, rows, site_files, node)
+        if results:
+            self._file.append([Staged(batch, c.entry.fp, node, p, encode_completion(c, node)) for p, c in results])
+        stage(conn, self._crawl_id, checkpoint, site_files, node)
 
     async def record_drops(self, drops: Sequence[Sequence[str]]) -> None:
         """Record URLs refused outside a page's completion: over a budget as they were added, out of a
@@ -83,13 +85,19 @@ class NodeShard:
         await self._db.run(ingest_drops, self._crawl_id, drops)
 
     async def settle(self, batch: int, accepted: Sequence[Completion]) -> None:
-        await self._db.run(settle, self._crawl_id, batch, self.node, accepted, self._near_distance, self._seen.fresh)
+        await self._db.run(self._settle, batch, self.node, accepted)
         self.settled = True
+
+    def _settle(self, conn: sqlite3.Connection, batch: int, node: str, accepted: Sequence[Completion]) -> None:
+        """Write what Redis accepted of `batch`, then empty the stage: killed between the two, the node
+        settles the batch again at its next start, which changes nothing."""
+        settle(conn, self._crawl_id, batch, node, accepted, self._near_distance, self._seen.fresh)
+        self._file.clear()
 
     async def recover(self, client: Any, keys: Keys, partitions: int) -> None:
         """Settle the batches a killed node left staged: each result whose partition acknowledged it. Then
         its acknowledgements are of no more use: they go."""
-        left = await self._db.read(staged)
+        left = await self._db.read(staged_before) + self._file.read()
         batches: dict[int, list[Staged]] = defaultdict(list)
         for row in left:
             batches[row.batch].append(row)
@@ -108,6 +116,8 @@ class NodeShard:
                 "settled a batch the last run left: %d of its %d result(s) had been accepted",
                 len(accepted), len(rows),
             )  # fmt: skip
+        await self._db.run(forget_staged_before)
+        self._file.clear()
         for node in {row.node for row in left}:
             await forget_acks(client, keys, node, partitions)
 
@@ -158,9 +168,11 @@ async def _settle_left_in(
 
 
 def _has_staged(database: Path) -> bool:
+    if StageFile(database.parent).holds():
+        return True
     conn = connect(database, readonly=True)
     try:
-        return conn.execute("SELECT 1 FROM pending_results LIMIT 1").fetchone() is not None
+        return bool(staged_before(conn))
     finally:
         conn.close()
 

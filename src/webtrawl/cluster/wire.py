@@ -1,11 +1,11 @@
 """A completed URL as a node stages it in its shard before Redis accepts it: one entry of compact JSON.
 
-A node stages each result of a batch (`store.shard`, `pending_results`) in the transaction that saves its
-archive checkpoint, and decodes what a killed predecessor left staged to settle it (`cluster.shard`).
-orjson writes a page's entry (24 KB, most of it the page's text) in a quarter of the standard library's time,
-0.04 ms against 0.16 ms, on the event loop of a node that fetches. A page's links dominate the rest of an
-entry, so each link (and the entry it came from, and its WARC location) is a positional array; the capture,
-one per entry and full of optional fields, keeps its field names. Every value round-trips exactly: floats
+A node stages each result of a batch (`store.shard.StageFile`) before it saves its archive checkpoint, and
+decodes what a killed predecessor left staged to settle it (`cluster.shard`). orjson writes a page's entry
+(24 KB, most of it the page's text) in a quarter of the standard library's time, 0.04 ms against 0.16 ms.
+A page's links dominate the rest of an entry, so each link (and the entry it came from, and its WARC
+location) is a positional array; the capture, one per entry and full of optional fields, keeps its field
+names. Every value round-trips exactly: floats
 through their shortest repr, tuples and header pairs rebuilt as tuples.
 
 Entries outlive the process that wrote them (a node killed with a batch staged leaves it to the next one

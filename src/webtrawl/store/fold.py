@@ -20,6 +20,7 @@ from pathlib import Path
 from ..errors import StoreError
 from .crawls import crawl_name
 from .db import DB_NAME, LOCK_NAME, NODE_DB, DirectoryLock, connect
+from .shard import STAGE_FILE, StageFile, staged_before
 from .shards import ShardPlace, load_places, save_places
 
 SHARDS_DIR = "shards"
@@ -98,7 +99,7 @@ def _contents(database: Path, name: str) -> tuple[set[str], int, int]:
                 node for (node,) in conn.execute("SELECT DISTINCT node FROM captures WHERE crawl_id = ?", (crawl_id,))
             }
             (pages,) = conn.execute("SELECT COUNT(*) FROM captures WHERE crawl_id = ?", (crawl_id,)).fetchone()
-            (unsettled,) = conn.execute("SELECT COUNT(*) FROM pending_results").fetchone()
+            unsettled = len(staged_before(conn)) + len(StageFile(database.parent).read())
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
@@ -125,7 +126,7 @@ def _copy_shard(source: Path, target: Path) -> None:
             source,
             partial,
             dirs_exist_ok=True,
-            ignore=lambda _folder, names: [n for n in names if n.startswith(NODE_DB) or n == LOCK_NAME],
+            ignore=lambda _folder, names: [n for n in names if n.startswith(NODE_DB) or n in (LOCK_NAME, STAGE_FILE)],
         )
     except (sqlite3.Error, OSError) as exc:
         shutil.rmtree(partial, ignore_errors=True)

@@ -27,8 +27,8 @@ One file, `DIR/crawl.db`, holds every crawl of a directory, each row tagged with
   (`page_fp` the page's), and the robots.txt and sitemap files the crawl read (`site_file`, `page_fp` their
   own).
 - `warc_files`: each WARC file's committed end; on resume every file is cut back to it.
-- `pending_results`: in a node's shard, the batch Redis has not yet accepted, its results encoded
-  (`store.shard`).
+- `pending_results`: where a node's shard staged the batch Redis had not yet accepted before its stage
+  file (`store.shard.StageFile`) took over; read once by the next node started there, written no more.
 - `crawl_live`, `crawl_control`: a running crawl's snapshot (JSON, rewritten every second) and the last
   command a dashboard gave it, so a dashboard in another process watches and steers it.
 
