@@ -6,11 +6,13 @@ import asyncio
 import shutil
 import threading
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
 from tests.cluster.processes import kill_leftovers
+from tests.pywb import collection, pywb_venv
 from tests.redis_servers import INSTALL_HINT, RedisCluster, RedisServer
 from tests.sites import SiteServer
 
@@ -99,3 +101,15 @@ def redis_cluster_url(redis_cluster: RedisCluster) -> str:
 def redis_any(request: pytest.FixtureRequest) -> str:
     """A standalone Redis, then a 3-master Cluster (each emptied first): the distributed mode must run on both."""
     return request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
+
+
+@pytest.fixture(scope="session")
+def pywb_bin() -> Path:
+    """The bin directory of pywb's own virtualenv (`tests.pywb`)."""
+    return pywb_venv()
+
+
+@pytest.fixture
+def wayback(pywb_bin: Path, tmp_path: Path) -> tuple[Path, str]:
+    """A pywb collection directory and the replay server's URL of collection `crawl`."""
+    return collection(pywb_bin, tmp_path)

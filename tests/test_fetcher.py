@@ -7,6 +7,7 @@ import base64
 import email.utils
 import errno
 import gzip
+import json
 import socket
 import ssl
 import struct
@@ -52,6 +53,12 @@ async def _echo(request: web.Request) -> web.Response:
     return web.Response(body=BIG if "big" in request.query else PAGE, content_type="text/html")
 
 
+async def _api(request: web.Request) -> web.Response:
+    """What the request brought: its method, body and `X-Player-Key`."""
+    body = (await request.read()).decode()
+    return web.json_response({"method": request.method, "body": body, "key": request.headers.get("X-Player-Key")})
+
+
 ROUTES: dict[str, Callable[[], web.Response]] = {
     "/page": lambda: web.Response(body=PAGE, content_type="text/html"),
     "/gzip": lambda: web.Response(body=GZIPPED, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"}),
@@ -87,6 +94,7 @@ async def site() -> AsyncIterator[TestServer]:
     for path, make in ROUTES.items():
         app.router.add_get(path, _handler(make))
     app.router.add_get("/echo", _echo)
+    app.router.add_post("/api", _api)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     yield server
@@ -536,3 +544,31 @@ async def test_proxy_gets_every_request(site: TestServer, proxy: tuple[str, list
     assert targets == [f"http://origin.invalid:{site.port}/echo"]
     assert site.app[SEEN][0][0]["Host"] == f"origin.invalid:{site.port}"
     assert blocked.error == "blocked: private address 127.0.0.2"  # a literal address is still judged here
+
+
+@pytest.mark.parametrize(("method", "sent_again"), [("GET", True), ("PUT", True), ("POST", False)])
+async def test_only_a_request_safe_to_repeat_is_sent_again_when_its_kept_alive_connection_drops(
+    raw_server: RawServer, fetcher: Fetcher, method: str, sent_again: bool
+) -> None:
+    """The server answers once on each connection, then closes it when the next request arrives on it: the
+    request may have reached it, so a POST (it may have acted on it) is not sent a second time."""
+    url = await raw_server(READ, HEAD + b"x" * 1000, READ, CLOSE)
+    first = await fetcher.fetch(url)
+    assert first.status == 200
+    again = await fetcher.fetch(url, method=method, body=b"the page's body")
+    assert (again.status, again.error) == ((200, None) if sent_again else (None, "server disconnected"))
+    assert (again.method, again.request_body) == (method, b"the page's body")
+
+
+async def test_a_request_goes_with_the_method_body_and_headers_given(site: TestServer, fetcher: Fetcher) -> None:
+    outcome = await fetcher.fetch(
+        str(site.make_url("/api")),
+        method="POST",
+        body=b'{"id": 8}',
+        headers={"Content-Type": "application/json", "X-Player-Key": "k7"},
+        any_type=True,
+    )
+    assert outcome.status == 200
+    assert json.loads(outcome.body) == {"method": "POST", "body": '{"id": 8}', "key": "k7"}  # as the server saw it
+    sent = dict(outcome.request_headers)
+    assert (sent["Content-Type"], sent["Content-Length"]) == ("application/json", "9")

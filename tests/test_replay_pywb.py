@@ -1,90 +1,23 @@
-"""The crawl's WARC files replay in pywb: a page, a redirect and a revisit, as pywb serves them.
-
-pywb pins libraries webtrawl needs newer (redis 2), so it lives in a virtualenv of its own, made on first
-use in `.venv-pywb` (or `$WEBTRAWL_PYWB_VENV`) and kept for later runs.
-"""
+"""The crawl's WARC files replay in pywb (`tests/pywb.py`): a page, a redirect and a revisit, as pywb serves
+them."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawls import connect, fast_config
+from tests.pywb import get, serve
 from tests.sites import SiteServer
 from webtrawl import Crawler
 from webtrawl.config import RevisitConfig
 
 pytestmark = pytest.mark.slow
-
-VENV = Path(os.environ.get("WEBTRAWL_PYWB_VENV", Path(__file__).parents[1] / ".venv-pywb"))
-PYWB = "pywb==2.10.0"
-
-
-@pytest.fixture(scope="module")
-def pywb_bin() -> Path:
-    """The bin directory of a virtualenv with pywb, made when missing."""
-    bin_dir = VENV / "bin"
-    if not (bin_dir / "wayback").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(bin_dir / "pip"), "install", "-q", PYWB], check=True, timeout=900)
-    return bin_dir
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None
-
-
-def get(url: str) -> tuple[int, dict[str, str], bytes]:
-    opener = urllib.request.build_opener(_NoRedirects)
-    try:
-        with opener.open(url, timeout=30) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as error:  # 3xx and 4xx come back as errors without following
-        return error.code, dict(error.headers), error.read()
-
-
-@pytest.fixture
-def wayback(pywb_bin: Path, tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    """A pywb collection directory and the replay server's URL of collection `crawl`."""
-    root = tmp_path / "pywb"
-    root.mkdir()
-    subprocess.run([str(pywb_bin / "wb-manager"), "init", "crawl"], cwd=root, check=True, capture_output=True)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    yield root, f"http://127.0.0.1:{port}/crawl"
-    # the server is started by the test once the WARC files are added (see `serve`)
-
-
-def serve(pywb_bin: Path, root: Path, url: str) -> subprocess.Popen[bytes]:
-    port = url.split(":")[2].split("/")[0]
-    server = subprocess.Popen(
-        [str(pywb_bin / "wayback"), "-p", port, "-b", "127.0.0.1"],
-        cwd=root,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(300):  # it imports gevent and the collection's index first
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", int(port))) == 0:
-                return server
-        if server.poll() is not None:
-            raise RuntimeError("pywb's wayback server exited")
-        time.sleep(0.1)
-    server.kill()
-    raise RuntimeError("pywb's wayback server did not start")
 
 
 def payload(out: Path, warc_file: str, offset: int) -> bytes:

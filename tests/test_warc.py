@@ -61,6 +61,14 @@ CASES = {
     ),
     "ipv6 address and port": outcome("http://[::1]:8080/x", ip="::1"),
     "http/1.0 response": outcome(http_version="1.0"),
+    "a post a page's script sent, with its body": outcome(
+        "http://example.com/api/graphql",
+        method="POST",
+        request_headers=[*REQUEST, ("Content-Type", "application/json")],
+        request_body=b'{"query": "media", "id": 8}',
+        headers=[("Content-Type", "application/json")],
+        body=b'{"url": "/media/8.mp3"}',
+    ),
 }
 
 
@@ -131,8 +139,10 @@ def test_round_trip_through_warcio_and_fastwarc(tmp_path: Path) -> None:
         assert response["warc"]["WARC-Payload-Digest"] == locations[index].payload_digest, name
         assert request["warc"]["WARC-Concurrent-To"] == response["warc"]["WARC-Record-ID"], name
         target = re.sub(r"^https?://[^/]+", "", case.url) or "/"
-        assert request["http"].protocol == "GET" and request["http"].statusline == f"{target} HTTP/1.1", name
+        assert request["http"].protocol == case.method, name
+        assert request["http"].statusline == f"{target} HTTP/1.1", name
         assert request["http"].headers == case.request_headers, name
+        assert request["raw"] == case.request_body, name
 
 
 @pytest.mark.parametrize("name", list(CASES))

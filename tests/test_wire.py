@@ -87,6 +87,16 @@ def rich() -> Completion:
                     warc=WarcLocation(file="crawl-20231114221320-00001.warc.gz", offset=2**40 + 4096, length=512),
                 ),
                 Resource(
+                    url="http://api.example.com/graphql",
+                    target="http://api.example.com/graphql",
+                    fetched_at=1_700_000_000.27,
+                    status=200,
+                    content_type="application/json",
+                    warc=WarcLocation(file="crawl-20231114221320-00001.warc.gz", offset=2**40 + 6000, length=700),
+                    method="POST",
+                    request_query="query=media&id=8",
+                ),
+                Resource(
                     url=f"urn:dom:{PAGE}",
                     target=f"urn:dom:{PAGE}",
                     fetched_at=1_700_000_000.3,

@@ -17,6 +17,7 @@ from .fetch.page import Rendering
 from .models import Capture, FetchOutcome, Resource, WarcLocation
 from .results import Result, SiteFiles
 from .store.mirror import Mirror
+from .store.replaykey import request_query
 from .store.warc import WarcWriter, kept_as_metadata
 from .urls import normalize
 
@@ -106,5 +107,13 @@ def _resource(outcome: FetchOutcome, location: WarcLocation) -> Resource:
         url = normalize(outcome.url)
     except InvalidURL:  # a browser asked for it as it was: replay finds it under that form
         url = outcome.url
+    method = outcome.method
+    query = request_query(method, _sent_type(outcome), outcome.request_body, outcome.url)
     return Resource(url=url, target=outcome.url, fetched_at=outcome.started_at, status=outcome.status,
-                    content_type=outcome.content_type, warc=location)  # fmt: skip
+                    content_type=outcome.content_type, warc=location, method=method,
+                    request_query=query)  # fmt: skip
+
+
+def _sent_type(outcome: FetchOutcome) -> str | None:
+    """The Content-Type of the request's body."""
+    return next((value for name, value in outcome.request_headers if name.lower() == "content-type"), None)

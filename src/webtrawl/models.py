@@ -164,7 +164,10 @@ class FetchOutcome:
     status: int | None = None
     reason: str = ""
     http_version: str = "1.1"
+    method: str = "GET"
     request_headers: list[tuple[str, str]] = field(default_factory=list)
+    request_body: bytes = b""
+    """What a rendered page's script sent with its request (a POST's JSON, a form): archived with it."""
     headers: list[tuple[str, str]] = field(default_factory=list)
     """Response headers as received (names keep their case; values decoded as latin-1)."""
     body: bytes = b""
@@ -226,6 +229,10 @@ class Resource:
     status: int | None
     content_type: str
     warc: WarcLocation
+    method: str = "GET"
+    """The request's method: a page's script may POST (`store.replaykey`)."""
+    request_query: str = ""
+    """The request's body as replay tools key it (`store.replaykey.request_query`; "" for a GET)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -19,6 +19,15 @@ visitor cookie.
 | /player/again    | the same player as /player/load (media 1), on another page                           |
 
 `/` links to every player page. `site.body(ID)` is media ID's file; `site.hls_body()` the stream joined.
+
+`/apps` links players that ask their API as today's apps do; each API answers 403 unless asked that way:
+
+| page             | how its script asks for the address of its `<audio>`                                   |
+|------------------|----------------------------------------------------------------------------------------|
+| /app/keyed       | `fetch()` of /api/keyed/7 with a header it sets, `X-Player-Key: k7`                    |
+| /app/posted      | POST of JSON `{"query": "media", "id": 8}` to /api/graphql                             |
+| /app/session     | `fetch()` of /api/session/9, which wants the `visitor` cookie the page's response set  |
+| /app/consent     | sets `document.cookie = "consent=yes"`, then `fetch()` of /api/consent/10, which wants it |
 """
 
 from __future__ import annotations
@@ -37,6 +46,16 @@ from tests.sites.serving import serve
 _SECRET = b"players"
 _PLAYERS = {"load": 1, "click": 2, "timer": 3, "typed": 4, "bytes": 5, "hls": 6, "again": 1}
 _HEAD = "<!doctype html><meta charset=utf-8><title>Player {name}</title>"
+_PLAY = ".then(r => r.json()).then(j => { const a = new Audio(j.url); document.body.append(a); });"
+_APPS = {
+    "keyed": "fetch('/api/keyed/7', {headers: {'X-Player-Key': 'k7'}})" + _PLAY,
+    "posted": (
+        "fetch('/api/graphql', {method: 'POST', headers: {'Content-Type': 'application/json'}, "
+        "body: JSON.stringify({query: 'media', id: 8})})" + _PLAY
+    ),
+    "session": "fetch('/api/session/9')" + _PLAY,
+    "consent": "document.cookie = 'consent=yes; path=/'; fetch('/api/consent/10')" + _PLAY,
+}
 
 
 def _script(media_id: int, how: str) -> str:
@@ -67,6 +86,8 @@ def media_body(media_id: int) -> bytes:
 class Request:
     path: str
     headers: dict[str, str]
+    method: str = "GET"
+    body: bytes = b""
 
 
 @dataclass
@@ -74,6 +95,8 @@ class PlayerSite:
     host: str = "127.0.0.1"
     ttl: float = 600.0
     refuse_first: set[int] = field(default_factory=set)
+    disallow: str = ""
+    """A path robots.txt disallows to every crawler ("" serves no robots.txt)."""
     requests: list[Request] = field(default_factory=list)
     issued: dict[int, int] = field(default_factory=dict)
     first: dict[str, bool] = field(default_factory=dict)
@@ -85,6 +108,11 @@ class PlayerSite:
         app.router.add_get("/", self._home)
         app.router.add_get("/player/{name}", self._player)
         app.router.add_get("/api/media/{id}", self._api)
+        app.router.add_get("/apps", self._apps)
+        app.router.add_get("/robots.txt", self._robots)
+        app.router.add_get("/app/{name}", self._app)
+        app.router.add_get("/api/{how}/{id}", self._app_api)
+        app.router.add_post("/api/graphql", self._graphql)
         app.router.add_get("/media/{file}", self._media)
         app.router.add_get("/stream", self._media)
         app.router.add_get("/blob", self._media)
@@ -123,9 +151,55 @@ class PlayerSite:
         response.set_cookie("visitor", "v1", path="/")
         return response
 
+    async def _robots(self, request: web.Request) -> web.Response:
+        if not self.disallow:
+            raise web.HTTPNotFound()
+        return web.Response(text=f"User-agent: *\nDisallow: {self.disallow}\n", content_type="text/plain")
+
+    async def _apps(self, request: web.Request) -> web.Response:
+        self._log(request)
+        links = "".join(f'<a href="/app/{name}">{name}</a> ' for name in _APPS)
+        return web.Response(text=f"<!doctype html><title>Apps</title>{links}", content_type="text/html")
+
+    async def _app(self, request: web.Request) -> web.Response:
+        self._log(request)
+        name = request.match_info["name"]
+        if name not in _APPS:
+            raise web.HTTPNotFound()
+        html = f"{_HEAD.format(name=name)}<h1>{name}</h1><script>{_APPS[name]}</script>"
+        response = web.Response(text=html, content_type="text/html")
+        response.set_cookie("visitor", "v1", path="/")
+        return response
+
+    async def _app_api(self, request: web.Request) -> web.Response:
+        """/api/keyed/7, /api/session/9, /api/consent/10: each wants what its page's script sends."""
+        self._log(request)
+        how, media_id = request.match_info["how"], int(request.match_info["id"])
+        wanted = {
+            ("keyed", 7): request.headers.get("X-Player-Key") == "k7",
+            ("session", 9): request.cookies.get("visitor") == "v1",
+            ("consent", 10): request.cookies.get("consent") == "yes",
+        }
+        if not wanted.get((how, media_id)):
+            raise web.HTTPForbidden()
+        return self._signed(request, media_id)
+
+    async def _graphql(self, request: web.Request) -> web.Response:
+        self._log(request, await request.read())
+        try:
+            query = await request.json()
+        except ValueError:
+            raise web.HTTPBadRequest() from None
+        if query != {"query": "media", "id": 8}:
+            raise web.HTTPForbidden()
+        return self._signed(request, 8)
+
     async def _api(self, request: web.Request) -> web.Response:
         self._log(request)
-        media_id = int(request.match_info["id"])
+        return self._signed(request, int(request.match_info["id"]))
+
+    def _signed(self, request: web.Request, media_id: int) -> web.Response:
+        """A JSON answer with the address of media `media_id`, signed for the User-Agent that asked."""
         self.issued[media_id] = self.issued.get(media_id, 0) + 1
         path = {4: "/stream", 5: "/blob", 6: "/hls/6/index.m3u8"}.get(
             media_id, f"/media/{media_id}.mp{3 if media_id != 3 else 4}"
@@ -142,7 +216,7 @@ class PlayerSite:
         return hmac.new(_SECRET, message, hashlib.sha256).hexdigest()[:32]
 
     def _allowed(self, request: web.Request) -> bool:
-        """Signed for this User-Agent, not expired, asked from a player page with its cookie."""
+        """Signed for this User-Agent, not expired, asked from a player (or app) page with its cookie."""
         query = dict(request.query)
         if not {"expires", "signature"} <= set(query) or int(query["expires"]) // 1000 < time.time():
             return False
@@ -153,7 +227,7 @@ class PlayerSite:
         media_id = int(query.get("id") or request.path.split("/")[2].split(".")[0])
         if media_id in self.refuse_first and self.first.get(query["signature"]):
             return False
-        if "/player/" not in request.headers.get("Referer", ""):
+        if not _from_a_player(request):
             return False
         # The page's own fetches go through the crawl's fetcher, which keeps no cookies unless told (--cookies).
         return request.path in ("/stream", "/blob") or "visitor=v1" in request.headers.get("Cookie", "")
@@ -182,8 +256,13 @@ class PlayerSite:
             raise web.HTTPForbidden()
         return web.Response(body=_segment(int(file[3:].split(".")[0])), content_type="video/mp2t")
 
-    def _log(self, request: web.Request) -> None:
-        self.requests.append(Request(request.path_qs, dict(request.headers)))
+    def _log(self, request: web.Request, body: bytes = b"") -> None:
+        self.requests.append(Request(request.path_qs, dict(request.headers), request.method, body))
+
+
+def _from_a_player(request: web.Request) -> bool:
+    referer = request.headers.get("Referer", "")
+    return "/player/" in referer or "/app/" in referer
 
 
 def _segment(index: int) -> bytes:

@@ -87,9 +87,10 @@ def _encode_capture(capture: Capture) -> dict[str, Any]:
 
 
 def _encode_resource(r: Resource) -> list[Any]:
-    """A resource as a positional array; its payload digest, added later, last (entries without it read as None)."""
+    """A resource as a positional array; what was added later (its payload digest, then its request's method
+    and body query) last, so entries without them read as written."""
     return [r.url, r.target, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset, r.warc.length,
-            r.warc.payload_digest]  # fmt: skip
+            r.warc.payload_digest, r.method, r.request_query]  # fmt: skip
 
 
 def _versioned(data: bytes, what: str) -> Any:
@@ -173,9 +174,12 @@ def _decode_resource(
     offset: int,
     length: int,
     payload_digest: str | None = None,
+    method: str = "GET",
+    request_query: str = "",
 ) -> Resource:
     warc = _decode_warc(file, offset, length, payload_digest)
-    return Resource(url=url, target=target, fetched_at=at, status=status, content_type=content_type, warc=warc)
+    return Resource(url=url, target=target, fetched_at=at, status=status, content_type=content_type, warc=warc,
+                    method=method, request_query=request_query)  # fmt: skip
 
 
 def _decode_warc(file: str, offset: int, length: int, payload_digest: str | None) -> WarcLocation:

@@ -25,7 +25,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from http.cookies import BaseCookie, Morsel
 from types import SimpleNamespace, TracebackType
 from typing import Any
@@ -62,6 +62,8 @@ _MAX_HEADER_LINE = 32 * 1024
 _NEEDS_CLEANUP_CLOSED = sys.version_info < (3, 12, 8) or (3, 13, 0) <= sys.version_info < (3, 13, 1)
 
 _VERSIONS = {HttpVersion11: "1.1", HttpVersion10: "1.0"}
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+"""Methods a request may be sent again with when its connection failed under it (RFC 9110 §9.2.2)."""
 
 
 class Fetcher:
@@ -220,32 +222,46 @@ class Fetcher:
         return self._resolver.cached(host)
 
     async def fetch(
-        self, url: str, *, any_type: bool = False, max_size: int | None = None, headers: dict[str, str] | None = None
+        self,
+        url: str,
+        *,
+        any_type: bool = False,
+        max_size: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        method: str = "GET",
+        body: bytes = b"",
     ) -> FetchOutcome:
-        """GET `url` once, without following redirects, and report what happened.
+        """Send one request for `url` (a GET unless a rendered page's script made another), without
+        following redirects, and report what happened.
 
         The body is read only for HTML (or a missing Content-Type, which the parser must sniff) unless
         `any_type` or the config's `fetch_non_html` asks for every type; it is cut after `max_size`
-        bytes (default: the config's). `headers` go with this request only (a re-fetch's validators).
-        Never raises except `asyncio.CancelledError`. Each request is logged (`webtrawl.requests`, INFO: what
-        `-v` shows).
+        bytes (default: the config's). `headers` go with this request only (a re-fetch's validators, the
+        headers a page's script set), over the crawl's own. Never raises except `asyncio.CancelledError`.
+        Each request is logged (`webtrawl.requests`, INFO: what `-v` shows).
         """
-        outcome = await self._exchange(url, any_type, max_size, headers)
+        outcome = await self._exchange(url, any_type, max_size, headers, method, body)
         if requests_log.isEnabledFor(logging.INFO):
             got = outcome.error or f"{outcome.status} {outcome.content_type or '-'} {len(outcome.body):,} B"
             fields = {"url": url, "status": outcome.status, "error": outcome.error, "elapsed": outcome.elapsed}
-            requests_log.info("GET %s -> %s in %.3f s", url, got, outcome.elapsed, extra=fields)
+            requests_log.info("%s %s -> %s in %.3f s", method, url, got, outcome.elapsed, extra=fields)
         return outcome
 
     async def _exchange(
-        self, url: str, any_type: bool, max_size: int | None, headers: dict[str, str] | None
+        self,
+        url: str,
+        any_type: bool,
+        max_size: int | None,
+        headers: Mapping[str, str] | None,
+        method: str,
+        body: bytes,
     ) -> FetchOutcome:
         session = self._session
         if session is None:
             raise RuntimeError("Fetcher.fetch called outside 'async with Fetcher(...)'")
         loop = asyncio.get_running_loop()
         start = loop.time()
-        outcome = FetchOutcome(url=url, started_at=time.time())
+        outcome = FetchOutcome(url=url, started_at=time.time(), method=method, request_body=body)
         try:
             # Parsed once here, and sent exactly as normalized: yarl would otherwise re-encode the path
             # (`%7E` → `~`), so the server would see another URL than the one recorded.
@@ -259,14 +275,23 @@ class Fetcher:
             if headers:
                 auth = {**(auth or {}), **headers}
             reused: list[bool] = []
+            data = body or None
             try:
-                resp = await session.get(target, allow_redirects=False, headers=auth, trace_request_ctx=reused)
+                resp = await session.request(
+                    method, target, data=data, allow_redirects=False, headers=auth, trace_request_ctx=reused
+                )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                # A kept-alive connection the server closed as the request went out (RFC 9112 §9.3.1):
-                # the request never reached it, so it is sent again, once, on a new connection.
-                if not reused or isinstance(exc, aiohttp.ClientConnectorError) or self._fresh is None:
+                # A kept-alive connection the server closed as the request went out (RFC 9112 §9.3.1): it may
+                # not have reached the server, so an idempotent request is sent again, once, on a new
+                # connection (a POST is not: the server may have acted on it).
+                if (
+                    not reused
+                    or isinstance(exc, aiohttp.ClientConnectorError)
+                    or self._fresh is None
+                    or method not in IDEMPOTENT
+                ):
                     raise
-                resp = await self._fresh.get(target, allow_redirects=False, headers=auth)
+                resp = await self._fresh.request(method, target, data=data, allow_redirects=False, headers=auth)
         except Exception as exc:
             outcome.error, outcome.retryable = describe_error(exc)
             outcome.elapsed = loop.time() - start

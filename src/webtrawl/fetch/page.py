@@ -45,7 +45,8 @@ class Rendering:
     media: list[Sniffed] = field(default_factory=list)
     """Audio, video and stream manifests the page asked for (when the crawl collects media), in order."""
     refused: list[tuple[str, str]] = field(default_factory=list)
-    """Requests of the page not sent, with why: `private-address`, `robots.txt`, `method POST`."""
+    """Requests of the page not sent, with why: `private-address`, `robots.txt`, `a form sent by POST`,
+    `over 200 requests other than GET a page`."""
     dom: bytes | None = None
     """The rendered document, serialized (UTF-8): what the archive replays without running a script."""
     screenshot: bytes | None = None

@@ -76,6 +76,14 @@ _HOP_HEADERS = frozenset(
     {"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive", "trailer", "upgrade"}
 )
 """Headers not handed to the browser with a body it gets decoded and whole."""
+_OWNED = frozenset(
+    {"host", "connection", "content-length", "transfer-encoding", "keep-alive", "te", "trailer", "upgrade",
+     "proxy-authorization", "proxy-connection", "accept-encoding"}
+)  # fmt: skip
+"""Headers of a page's request the fetcher writes itself, not the browser: the connection's, the body's
+length, and Accept-Encoding (the fetcher decodes what it asked for before handing it to the browser)."""
+CALLS_PER_PAGE = 200
+"""Requests other than GET one rendered page may send (an app that polls by POST is stopped there)."""
 
 
 class _Session:
@@ -90,6 +98,8 @@ class _Session:
         self.links: dict[str, None] = {}
         self.in_flight = 0
         self.last_activity = time.monotonic()
+        self.calls = 0
+        """Requests other than GET sent (`CALLS_PER_PAGE`)."""
         self.crashed = False
         self.ended = False
         """The tab is closed: what its requests bring now is not the page's any more."""
@@ -318,8 +328,8 @@ class Renderer:
             return
         url = request.url
         navigation = request.is_navigation_request()
-        if request.method != "GET":  # the fetcher sends GETs only; a form posted is not a link either
-            session.rendering.refused.append((url, f"method {request.method}"))
+        if navigation and request.method != "GET":  # a form sent: the page would leave, and it is no link
+            session.rendering.refused.append((url, f"a form sent by {request.method}"))
             await _abort(route, "blockedbyclient")
             return
         if navigation and request.frame.parent_frame is None:
@@ -373,9 +383,14 @@ class Renderer:
 
     async def _requisite(self, session: _Session, request: Request) -> FetchOutcome | None:
         """A request of a rendered page: from the cache, or refused, or collected as media (not sent: see
-        `_sniffed`), or fetched (and then archived)."""
-        url = request.url
-        cached = self._cache.get(url)
+        `_sniffed`), or fetched as the page made it (method, body, the browser's headers and cookies) and
+        then archived.
+
+        Only GETs are served from the cache and sniffed for media: a POST's answer depends on its body, and
+        an address a player asks for by POST is none the media downloader could fetch."""
+        url, method = request.url, request.method
+        get = method == "GET"
+        cached = self._cache.get(url) if get else None
         if cached is not None:
             return cached
         try:
@@ -386,20 +401,27 @@ class Renderer:
         if not rules.allowed(url):
             session.rendering.refused.append((url, "robots.txt"))
             return None
-        if self._sniffing and (kind := media_request(request)) is not None:
+        if not get:
+            if session.calls >= CALLS_PER_PAGE:
+                session.rendering.refused.append((url, f"over {CALLS_PER_PAGE} requests other than GET a page"))
+                return None
+            session.calls += 1
+        if get and self._sniffing and (kind := media_request(request)) is not None:
             await self._sniffed(session, request, kind, "")
             return _COLLECTED
-        browser_headers = request.headers
-        headers = {name: value for name, value in browser_headers.items() if name.lower() in ("referer", "accept")}
+        headers = await _forwarded(request)
         async with self._host_slot(site):
-            outcome = await self._fetcher.fetch(url, any_type=True, headers=headers)
+            outcome = await self._fetcher.fetch(
+                url, any_type=True, headers=headers, method=method, body=request.post_data_buffer or b""
+            )
         if outcome.status is None and (outcome.error or "").startswith("blocked"):
             session.rendering.refused.append((url, "private-address"))
             return outcome
         if outcome.status is not None and not session.ended:
             session.rendering.resources.append(outcome)
-            self._cache.put(outcome)
-            if self._sniffing and outcome.status == 200 and (kind := media_response(outcome)) is not None:
+            if get:
+                self._cache.put(outcome)
+            if get and self._sniffing and outcome.status == 200 and (kind := media_response(outcome)) is not None:
                 await self._sniffed(session, request, kind, outcome.content_type)
         return outcome
 
@@ -437,6 +459,16 @@ class Renderer:
             while len(self._robots) > MAX_ROBOTS:  # the oldest is forgotten, not cancelled: a page may await it
                 self._robots.popitem(last=False)
         return await asyncio.shield(task)
+
+
+async def _forwarded(request: Request) -> dict[str, str]:
+    """The headers the browser sent with `request` (its cookies included), but those the fetcher owns; named
+    as HTTP/1.1 names them (Playwright hands them over in lower case)."""
+    try:
+        sent = await request.all_headers()
+    except Exception:  # the page went away meanwhile: what the request object holds (no cookies)
+        sent = request.headers
+    return {name.title(): value for name, value in sent.items() if name.lower() not in _OWNED and name[:1] != ":"}
 
 
 def _text(value: object) -> str:

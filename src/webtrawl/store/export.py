@@ -22,7 +22,8 @@ file has the same content; a failure has its reason in `error`).
 CDXJ is the index replay tools (pywb and others) read: one line per response record (every capture with a
 WARC record, and the robots.txt, sitemap and rendered pages' request responses of `resources`),
 `<SURT> <yyyymmddhhmmss> {json}`, sorted by SURT then time, values written as `cdxj-indexer` writes them
-(strings; digest without its `sha1:` prefix). SQLite sorts each source (spilling to disk when large) and
+(strings; digest without its `sha1:` prefix; a rendered page's POST keyed and named by its method and body,
+`store.replaykey`). SQLite sorts each source (spilling to disk when large) and
 the sources are merged in order, so no export holds more than one row a source in memory, however big the
 crawl.
 """
@@ -43,6 +44,7 @@ from ..models import MediaFile
 from ..urls import fingerprint, normalize, surt
 from .index import TITLE
 from .media import media_rows
+from .replaykey import lookup_url
 from .shards import Source
 
 Format = Literal["jsonl", "csv", "cdxj"]
@@ -71,11 +73,11 @@ _LATEST = """
 # page (its DOM, its thumbnail: no status) are found through their page, not listed.
 _CDXJ_ROWS = """
     SELECT webtrawl_surt(url) AS key, fetched_at, url, content_type, status, payload_digest, warc_length,
-           warc_offset, warc_file
+           warc_offset, warc_file, 'GET', ''
     FROM captures WHERE crawl_id = ?1 AND warc_file IS NOT NULL
     UNION ALL
-    SELECT webtrawl_surt(target), fetched_at, target, content_type, status, payload_digest, warc_length,
-           warc_offset, warc_file
+    SELECT webtrawl_surt(webtrawl_lookup_url(target, method, request_query)), fetched_at, target, content_type,
+           status, payload_digest, warc_length, warc_offset, warc_file, method, request_query
     FROM resources WHERE crawl_id = ?1 AND status IS NOT NULL
     ORDER BY key, fetched_at, warc_file, warc_offset
 """
@@ -193,13 +195,14 @@ def _surt_key(url: str) -> str:
 def _cdxj(sources: Sequence[Source], out: TextIO) -> int:
     for source in sources:
         source.conn.create_function("webtrawl_surt", 1, _surt_key, deterministic=True)
+        source.conn.create_function("webtrawl_lookup_url", 3, lookup_url, deterministic=True)
     # Each source sorted by SQLite, the sources merged in the same order.
     rows = heapq.merge(
         *(s.conn.execute(_CDXJ_ROWS, (s.crawl_id,)) for s in sources),
         key=lambda row: (row[0], row[1], row[8], row[7]),
     )
     count = 0
-    for key, fetched_at, url, mime, status, digest, length, offset, filename in rows:
+    for key, fetched_at, url, mime, status, digest, length, offset, filename, method, query in rows:
         fields = {
             "url": url,
             "mime": mime or "-",
@@ -209,6 +212,8 @@ def _cdxj(sources: Sequence[Source], out: TextIO) -> int:
             "offset": str(offset),
             "filename": filename,
         }
+        if method != "GET":  # as cdxj-indexer names a POST's response (its key carries both too)
+            fields |= {"method": method, "requestBody": query}
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(fetched_at))
         out.write(f"{key} {stamp} {json.dumps(fields, ensure_ascii=False)}\n")
         count += 1

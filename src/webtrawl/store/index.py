@@ -90,13 +90,14 @@ def insert_resources(
     fingerprint)."""
     rows = [
         (crawl_id, page_fp, r.url, r.target, r.fetched_at, r.status, r.content_type, r.warc.file, r.warc.offset,
-         r.warc.length, r.warc.payload_digest, node, site_files)
+         r.warc.length, r.warc.payload_digest, node, site_files, r.method, r.request_query)
         for page_fp, r in resources
     ]  # fmt: skip
     if rows:
         conn.executemany(
             "INSERT INTO resources(crawl_id, page_fp, url, target, fetched_at, status, content_type, warc_file, "
-            "warc_offset, warc_length, payload_digest, node, site_file) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "warc_offset, warc_length, payload_digest, node, site_file, method, request_query) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
 

@@ -24,8 +24,8 @@ One file, `DIR/crawl.db`, holds every crawl of a directory, each row tagged with
   is never recorded (found too deep on one page, it may be in the frontier from another), and one that
   enters `urls` later (found closer, its host gained) leaves `dropped` (trigger `urls_taken`).
 - `resources`: records archived outside the captures: a rendered page's requests, DOM and thumbnail
-  (`page_fp` the page's), and the robots.txt and sitemap files the crawl read (`site_file`, `page_fp` their
-  own).
+  (`page_fp` the page's; a request other than GET with its `method` and its body as replay keys it,
+  `request_query`), and the robots.txt and sitemap files the crawl read (`site_file`, `page_fp` their own).
 - `warc_files`: each WARC file's committed end; on resume every file is cut back to it.
 - `pending_results`: where a node's shard staged the batch Redis had not yet accepted before its stage
   file (`store.shard.StageFile`) took over; read once by the next node started there, written no more.
@@ -302,5 +302,11 @@ MIGRATIONS: tuple[str, ...] = (
         result BLOB NOT NULL,
         PRIMARY KEY(batch, fp)
     );
+    """,
+    # 14: a rendered page's request may be a POST: its method and its body as replay tools key it
+    # (`store.replaykey`), so the CDXJ index names the response as pywb looks it up.
+    """
+    ALTER TABLE resources ADD COLUMN method TEXT NOT NULL DEFAULT 'GET';
+    ALTER TABLE resources ADD COLUMN request_query TEXT NOT NULL DEFAULT '';
     """,
 )

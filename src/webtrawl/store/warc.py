@@ -366,12 +366,14 @@ class WarcWriter:
         else:
             response, payload_digest = _response(outcome, revisit, record, head)
 
-        request_line = f"GET {_request_target(outcome.url)} HTTP/1.1"
+        request_line = f"{outcome.method} {_request_target(outcome.url)} HTTP/1.1"
         head = _encode_head([request_line, *_header_lines(outcome.request_headers)])
+        sent = outcome.request_body  # a POST's body: what replays (pywb) match the request by
         lines = ["WARC-Type: request", f"WARC-Record-ID: {_record_id()}", *shared]
-        lines += [f"WARC-Concurrent-To: {response_id}", f"WARC-Payload-Digest: {_EMPTY_DIGEST}"]
-        lines += [f"WARC-Block-Digest: {sha1_digest(head)}", "Content-Type: application/http; msgtype=request"]
-        request = _record(lines, (head,))
+        payload = sha1_digest(sent) if sent else _EMPTY_DIGEST
+        lines += [f"WARC-Concurrent-To: {response_id}", f"WARC-Payload-Digest: {payload}"]
+        lines += [f"WARC-Block-Digest: {sha1_digest(head + sent)}", "Content-Type: application/http; msgtype=request"]
+        request = _record(lines, (head, sent) if sent else (head,))
 
         offset = self._size
         if faults.armed("warc-mid-record"):  # leave half a record behind, as a kill mid-write would

@@ -1,0 +1,194 @@
+"""A rendered page's requests are sent as the page made them (method, body, the headers and cookies its
+scripts set), archived with their bodies, and still under robots.txt: the apps of tests/sites/players.py
+(`/apps`) only hand their players an address when asked that way."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.crawls import fast_config, path_of
+from tests.pywb import add_and_serve, get
+from tests.render.test_sniffer import Sniffed, sniff
+from tests.sites.players import PlayerSite
+from tests.sites.serving import serve
+from webtrawl import Crawler
+from webtrawl.config import RenderConfig
+from webtrawl.render.renderer import CALLS_PER_PAGE
+from webtrawl.store.export import export
+from webtrawl.store.shards import source_of
+
+pytestmark = pytest.mark.slow
+
+QUERY = {"query": "media", "id": 8}
+
+
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory: pytest.TempPathFactory) -> Sniffed:
+    return asyncio.run(sniff(tmp_path_factory.mktemp("apps"), "/apps"))
+
+
+@pytest.mark.parametrize(("app", "media_id"), [("keyed", 7), ("posted", 8), ("session", 9), ("consent", 10)])
+def test_a_player_that_asks_its_api_as_an_app_does_gets_its_track(apps: Sniffed, app: str, media_id: int) -> None:
+    row = apps.rows[f"{apps.origin}/media/{media_id}.mp3"]
+    assert row.error is None and row.path is not None, row
+    assert (apps.out / row.path).read_bytes() == PlayerSite.body(media_id)
+    assert row.page_url == f"{apps.origin}/app/{app}"
+
+
+def test_a_post_reaches_the_server_as_the_page_sent_it(apps: Sniffed) -> None:
+    [post] = [r for r in apps.requests if r.path == "/api/graphql"]
+    assert post.method == "POST"
+    assert json.loads(post.body) == QUERY
+    assert post.headers["Content-Type"] == "application/json"
+    assert post.headers["User-Agent"] == apps.agent  # the agent the signed address is bound to
+    assert post.headers["Referer"] == f"{apps.origin}/app/posted"
+    [keyed] = [r for r in apps.requests if r.path == "/api/keyed/7"]
+    assert keyed.headers["X-Player-Key"] == "k7"
+    [consent] = [r for r in apps.requests if r.path == "/api/consent/10"]
+    assert "consent=yes" in consent.headers["Cookie"] and "visitor=v1" in consent.headers["Cookie"]
+
+
+def test_a_post_is_archived_with_its_body_and_the_archive_checks(apps: Sniffed) -> None:
+    posts = []
+    warcs = sorted((apps.out / "warc").glob("*.warc.gz"))
+    for path in warcs:
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                uri = record.rec_headers.get_header("WARC-Target-URI")
+                if record.rec_type == "request" and uri.endswith("/api/graphql"):
+                    posts.append((record.http_headers.protocol, record.content_stream().read()))
+    assert [(method, json.loads(body)) for method, body in posts] == [("POST", QUERY)]
+    checked = subprocess.run(
+        [Path(sys.executable).parent / "warcio", "check", *map(str, warcs)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+async def test_robots_txt_keeps_a_page_s_post_from_being_sent(tmp_path: Path) -> None:
+    result = await sniff(tmp_path, "/app/posted", disallow="/api/graphql")
+    assert not [r for r in result.requests if r.path == "/api/graphql"]
+    conn = sqlite3.connect(tmp_path / "crawl.db")
+    try:
+        dropped = conn.execute("SELECT url, reason FROM dropped").fetchall()
+    finally:
+        conn.close()
+    assert dropped == [(f"{result.origin}/api/graphql", "robots.txt")]
+    assert f"{result.origin}/media/8.mp3" not in result.rows
+
+
+ECHO_PAGE = """<!doctype html><title>{name}</title><p>page {name}</p><script>
+(async () => {{
+  const got = await (await fetch('/echo.js')).text();
+  const posted = await (await fetch('/echo.js', {{method: 'POST', body: 'from {name}'}})).text();
+  document.body.insertAdjacentHTML('beforeend', `<p>${{got}} and ${{posted}}</p>`);
+}})();
+</script>"""
+
+
+async def test_a_post_is_answered_by_the_server_never_from_what_a_get_or_another_post_got(tmp_path: Path) -> None:
+    """`/echo.js` is a cacheable script: the renderer keeps its GET answer for the next pages, and must still
+    send each page's POST, with that page's body."""
+    posted: list[bytes] = []
+
+    async def home(request: web.Request) -> web.Response:
+        links = "".join(f'<a href="/{name}">{name}</a>' for name in ("one", "two", "three"))
+        return web.Response(text=ECHO_PAGE.format(name="home") + links, content_type="text/html")
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=ECHO_PAGE.format(name=request.match_info["name"]), content_type="text/html")
+
+    async def echo(request: web.Request) -> web.Response:
+        body = await request.read()
+        if request.method == "POST":
+            posted.append(body)
+        answer = f"answer to {request.method} {body.decode()}".strip()
+        return web.Response(text=answer, content_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
+
+    app = web.Application()
+    app.router.add_get("/", home)
+    app.router.add_get("/{name}", page)
+    app.router.add_route("*", "/echo.js", echo)
+    runner, url = await serve(app)
+    try:
+        config = replace(fast_config(url + "/", tmp_path, max_depth=1), render=RenderConfig(mode="all", timeout=8.0))
+        await Crawler(config).run()
+    finally:
+        await runner.cleanup()
+    names = ("home", "one", "two", "three")
+    assert sorted(posted) == sorted(f"from {name}".encode() for name in names)
+    conn = sqlite3.connect(tmp_path / "crawl.db")
+    try:
+        texts = {path_of(url): text for url, text in conn.execute("SELECT url, text FROM captures")}
+    finally:
+        conn.close()
+    for name in names:
+        assert f"answer to GET and answer to POST from {name}" in texts["/" if name == "home" else f"/{name}"]
+
+
+async def test_a_page_that_posts_without_end_is_stopped_at_its_budget(tmp_path: Path) -> None:
+    posted: list[bytes] = []
+    script = "for (let i = 0; i < 230; i++) { fetch('/beacon', {method: 'POST', body: String(i)}).catch(() => {}); }"
+
+    async def home(request: web.Request) -> web.Response:
+        return web.Response(text=f"<title>Beacons</title><script>{script}</script>", content_type="text/html")
+
+    async def beacon(request: web.Request) -> web.Response:
+        posted.append(await request.read())
+        return web.Response(status=204)
+
+    app = web.Application()
+    app.router.add_get("/", home)
+    app.router.add_post("/beacon", beacon)
+    runner, url = await serve(app)
+    try:
+        # The page goes idle once its beacons are answered or refused: the time limit only bounds a stall.
+        config = replace(fast_config(url + "/", tmp_path, max_depth=0), render=RenderConfig(mode="all", timeout=30.0))
+        await Crawler(config).run()
+    finally:
+        await runner.cleanup()
+    assert len(posted) == CALLS_PER_PAGE
+    conn = sqlite3.connect(tmp_path / "crawl.db")
+    try:
+        dropped = conn.execute("SELECT url, reason FROM dropped").fetchall()
+    finally:
+        conn.close()
+    assert dropped == [(f"{url}/beacon", f"over {CALLS_PER_PAGE} requests other than GET a page")]
+
+
+def test_the_cdxj_row_of_a_post_names_its_method_and_body(apps: Sniffed) -> None:
+    conn = sqlite3.connect(apps.out / "crawl.db")
+    try:
+        out = io.StringIO()
+        export([source_of(conn, "default")], "cdxj", out)
+    finally:
+        conn.close()
+    rows = [line.split(" ", 2) for line in out.getvalue().splitlines()]
+    [(key, _stamp, fields)] = [row for row in rows if json.loads(row[2])["url"].endswith("/api/graphql")]
+    assert key.endswith(")/api/graphql?__wb_method=post&id=8&query=media")  # as pywb's indexer keys it
+    assert json.loads(fields) | {"method": "POST", "requestBody": "query=media&id=8"} == json.loads(fields)
+    gets = [json.loads(row[2]) for row in rows if json.loads(row[2])["url"].endswith("/api/keyed/7")]
+    assert gets and all("method" not in row for row in gets)
+
+
+async def test_pywb_replays_a_post_by_its_body(apps: Sniffed, pywb_bin: Path, wayback: tuple[Path, str]) -> None:
+    root, replay = wayback
+    server = add_and_serve(pywb_bin, root, replay, sorted((apps.out / "warc").glob("*.warc.gz")))
+    try:
+        url = f"{replay}/id_/{apps.origin}/api/graphql"
+        asked = json.dumps(QUERY).encode()
+        status, _headers, body = await asyncio.to_thread(get, url, asked, {"Content-Type": "application/json"})
+        assert status == 200 and json.loads(body)["url"].startswith("/media/8.mp3?")
+    finally:
+        server.kill()
+        server.wait()
