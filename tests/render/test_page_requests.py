@@ -38,7 +38,9 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> Sniffed:
     return asyncio.run(sniff(tmp_path_factory.mktemp("apps"), "/apps"))
 
 
-@pytest.mark.parametrize(("app", "media_id"), [("keyed", 7), ("posted", 8), ("session", 9), ("consent", 10)])
+@pytest.mark.parametrize(
+    ("app", "media_id"), [("keyed", 7), ("posted", 8), ("session", 9), ("consent", 10), ("token", 11)]
+)
 def test_a_player_that_asks_its_api_as_an_app_does_gets_its_track(apps: Sniffed, app: str, media_id: int) -> None:
     row = apps.rows[f"{apps.origin}/media/{media_id}.mp3"]
     assert row.error is None and row.path is not None, row

@@ -28,6 +28,7 @@ visitor cookie.
 | /app/posted      | POST of JSON `{"query": "media", "id": 8}` to /api/graphql                             |
 | /app/session     | `fetch()` of /api/session/9, which wants the `visitor` cookie the page's response set  |
 | /app/consent     | sets `document.cookie = "consent=yes"`, then `fetch()` of /api/consent/10, which wants it |
+| /app/token       | `fetch()` of /api/login, whose answer sets a `token` cookie /api/token/11 wants         |
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ _APPS = {
     ),
     "session": "fetch('/api/session/9')" + _PLAY,
     "consent": "document.cookie = 'consent=yes; path=/'; fetch('/api/consent/10')" + _PLAY,
+    "token": "fetch('/api/login').then(() => fetch('/api/token/11'))" + _PLAY,
 }
 
 
@@ -111,6 +113,7 @@ class PlayerSite:
         app.router.add_get("/apps", self._apps)
         app.router.add_get("/robots.txt", self._robots)
         app.router.add_get("/app/{name}", self._app)
+        app.router.add_get("/api/login", self._login)
         app.router.add_get("/api/{how}/{id}", self._app_api)
         app.router.add_post("/api/graphql", self._graphql)
         app.router.add_get("/media/{file}", self._media)
@@ -171,6 +174,12 @@ class PlayerSite:
         response.set_cookie("visitor", "v1", path="/")
         return response
 
+    async def _login(self, request: web.Request) -> web.Response:
+        self._log(request)
+        response = web.json_response({"logged_in": True})
+        response.set_cookie("token", "t1", path="/")
+        return response
+
     async def _app_api(self, request: web.Request) -> web.Response:
         """/api/keyed/7, /api/session/9, /api/consent/10: each wants what its page's script sends."""
         self._log(request)
@@ -179,6 +188,7 @@ class PlayerSite:
             ("keyed", 7): request.headers.get("X-Player-Key") == "k7",
             ("session", 9): request.cookies.get("visitor") == "v1",
             ("consent", 10): request.cookies.get("consent") == "yes",
+            ("token", 11): request.cookies.get("token") == "t1",
         }
         if not wanted.get((how, media_id)):
             raise web.HTTPForbidden()
