@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,26 @@ from .shards import Sources
 
 MAX_LINKS = 500
 """In-links and out-links listed on a capture's detail (the totals are counted in full)."""
+MAX_REQUESTS = 1000
+"""Requests of a rendered page listed on its capture's detail."""
+REFUSALS = (
+    "reason IN ('robots.txt', 'private-address') OR reason LIKE 'a form sent by %' OR reason LIKE 'over % a page'"
+)
+"""The drops that are a rendered page's requests refused (`fetch.page.Rendering.refused`): a link the crawl
+refuses has a reason of the scope's, and one robots.txt disallows ends as a failed URL, never a drop."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestRow:
+    """A request a rendered page made: sent (and archived), or refused with why."""
+
+    method: str
+    url: str
+    status: int | None
+    content_type: str
+    record_bytes: int | None
+    """The length of its response's WARC record, as stored (compressed)."""
+    refused: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +107,8 @@ class Detail:
     out_total: int
     in_links: list[LinkRow]
     in_total: int
+    requests: list[RequestRow]
+    """A rendered page's requests (the first `MAX_REQUESTS`), in the order they ended, then those refused."""
 
 
 _PLAIN = (
@@ -123,6 +146,18 @@ def detail(sources: Sources, capture_id: int) -> Detail | None:
     fp, state, location = more["fp"], more["state"], more["location"]
     out_links, out_total = _link_rows(sources, "out", fp)
     in_links, in_total = _link_rows(sources, "in", fp)
+    captures = sorted(
+        (
+            CaptureRef(sources.capture_id(each, ref_id), fetched_at, status)
+            for each in sources.all
+            for ref_id, fetched_at, status in each.conn.execute(
+                "SELECT id, fetched_at, status FROM captures WHERE crawl_id = ? AND fp = ?", (each.crawl_id, fp)
+            )
+        ),
+        key=lambda ref: (ref.fetched_at, ref.id),
+    )
+    fetched_at = row[PageRow.__slots__.index("fetched_at")]
+    until = min((ref.fetched_at for ref in captures if ref.fetched_at > fetched_at), default=None)
     return Detail(
         page=PageRow(**dict(zip(PageRow.__slots__, (capture_id, *row[1:n]), strict=True))),
         **{name: more[name] for name in _PLAIN},
@@ -136,21 +171,47 @@ def detail(sources: Sources, capture_id: int) -> Detail | None:
         location=link_row(sources, fingerprint(location) if location else None),
         request_headers=[tuple(pair) for pair in json.loads(more["request_headers"] or "[]")],
         response_headers=[tuple(pair) for pair in json.loads(more["response_headers"] or "[]")],
-        captures=sorted(
-            (
-                CaptureRef(sources.capture_id(each, ref_id), fetched_at, status)
-                for each in sources.all
-                for ref_id, fetched_at, status in each.conn.execute(
-                    "SELECT id, fetched_at, status FROM captures WHERE crawl_id = ? AND fp = ?", (each.crawl_id, fp)
-                )
-            ),
-            key=lambda ref: (ref.fetched_at, ref.id),
-        ),
+        captures=captures,
         out_links=out_links,
         out_total=out_total,
         in_links=in_links,
         in_total=in_total,
+        requests=_requests(source.conn, source.crawl_id, fp, fetched_at, until),
     )
+
+
+def _requests(conn: sqlite3.Connection, crawl_id: int, fp: int, since: float, until: float | None) -> list[RequestRow]:
+    """The requests page `fp` made while rendered for its capture at `since` (its next capture, at `until`,
+    made its own), read where the capture is: a shard indexes a page's requests with it. Those refused are
+    known by URL only, once a crawl (`dropped`): they are listed with every capture of the page that
+    rendered."""
+    later = "" if until is None else " AND fetched_at < ?"
+    sent = [
+        RequestRow(method=method, url=url, status=status, content_type=content_type, record_bytes=size, refused=None)
+        for method, url, status, content_type, size in conn.execute(
+            "SELECT method, target, status, content_type, warc_length FROM resources "
+            f"WHERE crawl_id = ? AND page_fp = ? AND site_file = 0 AND status IS NOT NULL AND fetched_at >= ?{later} "
+            "ORDER BY fetched_at, id LIMIT ?",
+            (crawl_id, fp, since, *(() if until is None else (until,)), MAX_REQUESTS),
+        )
+    ]
+    rendered = (
+        sent
+        or conn.execute(
+            "SELECT 1 FROM resources WHERE crawl_id = ? AND page_fp = ? AND url LIKE 'urn:dom:%' LIMIT 1",
+            (crawl_id, fp),
+        ).fetchone()
+    )
+    if not rendered:
+        return sent
+    refused = conn.execute(
+        f"SELECT url, reason FROM dropped WHERE crawl_id = ? AND referrer_fp = ? AND ({REFUSALS}) LIMIT ?",
+        (crawl_id, fp, MAX_REQUESTS - len(sent)),
+    )
+    return sent + [
+        RequestRow(method="", url=url, status=None, content_type="", record_bytes=None, refused=reason)
+        for url, reason in refused
+    ]
 
 
 def _repeated(sources: Sources, capture_id: int) -> Repeated | None:

@@ -304,9 +304,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # 14: a rendered page's request may be a POST: its method and its body as replay tools key it
-    # (`store.replaykey`), so the CDXJ index names the response as pywb looks it up.
+    # (`store.replaykey`), so the CDXJ index names the response as pywb looks it up; a capture's detail
+    # lists its page's requests (`store.detail`).
     """
     ALTER TABLE resources ADD COLUMN method TEXT NOT NULL DEFAULT 'GET';
     ALTER TABLE resources ADD COLUMN request_query TEXT NOT NULL DEFAULT '';
+    CREATE INDEX resources_page ON resources(crawl_id, page_fp, fetched_at);
     """,
 )

@@ -145,6 +145,19 @@ class RepeatedOut(_Capture):
     """Whether its WARC file is in this crawl directory: the unchanged capture's archived copy is read from it."""
 
 
+class RequestOut(_Model):
+    """A request a rendered page made: sent (and archived), or refused with why."""
+
+    method: str
+    """"" for one refused: the crawl keeps a refused URL's reason only."""
+    url: str
+    status: int | None
+    content_type: str
+    record_bytes: int | None
+    """The length of its response's WARC record, as stored (compressed)."""
+    refused: str | None
+
+
 class DetailOut(_Model):
     page: PageOut
     kind: str | None
@@ -178,6 +191,8 @@ class DetailOut(_Model):
     out_total: int
     in_links: list[LinkOut]
     in_total: int
+    requests: list[RequestOut]
+    """A rendered page's requests, in the order they ended, then those refused (empty for a page not rendered)."""
 
 
 class LinksOut(_Model):
