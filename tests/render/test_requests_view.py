@@ -82,3 +82,11 @@ def test_the_api_gives_a_page_s_requests(apps: Sniffed, page: Page) -> None:
     assert posted["record_bytes"] > 0
     hub = page.request.get(f"/api/page/{capture_id(apps.out, apps.origin + '/apps')}").json()
     assert hub["requests"] == []  # /apps, rendered too, made no request of its own
+
+
+def test_the_archived_copy_of_a_page_shows_what_its_post_brought(apps: Sniffed, page: Page) -> None:
+    """The archive view replays a rendered page as its scripts left it (no script runs there): the address
+    its POST was answered with is in it, pointing into the archive."""
+    copy = page.request.get(f"/archive/{capture_id(apps.out, apps.origin + '/app/posted')}/raw")
+    assert copy.status == 200
+    assert "media%2F8.mp3%3Fexpires" in copy.text()  # the <audio>'s address, rewritten into the archive
