@@ -194,3 +194,54 @@ async def test_pywb_replays_a_post_by_its_body(apps: Sniffed, pywb_bin: Path, wa
     finally:
         server.kill()
         server.wait()
+
+
+async def test_a_call_to_an_api_on_another_host_passes_its_cors_preflight(tmp_path: Path) -> None:
+    """A header the script sets makes the browser check the call with the other host first (a CORS preflight,
+    OPTIONS): Playwright answers that for a routed request inside the browser, and the call itself goes to
+    the API, with its header."""
+    seen: list[tuple[str, str | None]] = []
+
+    async def api(request: web.Request) -> web.Response:
+        seen.append((request.method, request.headers.get("X-Player-Key")))
+        cors = {
+            "Access-Control-Allow-Origin": "*",
+            "Access-Control-Allow-Headers": "X-Player-Key",
+            "Access-Control-Allow-Methods": "GET",
+        }
+        if request.method == "OPTIONS":
+            return web.Response(status=204, headers=cors)
+        if request.headers.get("X-Player-Key") != "k7":
+            raise web.HTTPForbidden()
+        return web.Response(text="<b>the key was right</b>", content_type="text/plain", headers=cors)
+
+    api_app = web.Application()
+    api_app.router.add_route("*", "/api", api)
+    api_runner, api_url = await serve(api_app, "127.0.0.2")
+    script = (
+        f"fetch('{api_url}/api', {{headers: {{'X-Player-Key': 'k7'}}}}).then(r => r.text())"
+        ".then(t => document.body.insertAdjacentText('beforeend', t));"
+    )
+
+    async def home(request: web.Request) -> web.Response:
+        return web.Response(
+            text=f"<title>Keyed</title><p>asked: </p><script>{script}</script>", content_type="text/html"
+        )
+
+    app = web.Application()
+    app.router.add_get("/", home)
+    runner, url = await serve(app)
+    try:
+        config = fast_config(url + "/", tmp_path, max_depth=0)
+        fetch = replace(config.fetch, allow_private=("127.0.0.2/32",))  # the API's host: no seed's
+        await Crawler(replace(config, fetch=fetch, render=RenderConfig(mode="all", timeout=8.0))).run()
+    finally:
+        await runner.cleanup()
+        await api_runner.cleanup()
+    assert seen == [("GET", "k7")]
+    conn = sqlite3.connect(tmp_path / "crawl.db")
+    try:
+        (text,) = conn.execute("SELECT text FROM captures").fetchone()
+    finally:
+        conn.close()
+    assert "the key was right" in text
