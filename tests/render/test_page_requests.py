@@ -245,3 +245,51 @@ async def test_a_call_to_an_api_on_another_host_passes_its_cors_preflight(tmp_pa
     finally:
         conn.close()
     assert "the key was right" in text
+
+
+async def test_with_cookies_kept_the_crawl_and_the_browser_agree_on_a_host_s_cookies(tmp_path: Path) -> None:
+    """`--cookies`: the page's response sets `token=old`, its script sets `token=new` and `consent=yes`. Its
+    call to /api carries the browser's (newer) token, not the jar's, and the next page, fetched by the
+    crawl's fetcher before any browser sees it, carries the consent the script set."""
+    api_cookies: list[str] = []
+    script = (
+        "document.cookie = 'token=new; path=/'; document.cookie = 'consent=yes; path=/';"
+        "fetch('/api').then(r => r.text()).then(t => document.body.insertAdjacentText('beforeend', t));"
+    )
+
+    async def home(request: web.Request) -> web.Response:
+        html = f"<title>Home</title><a href='/next'>next</a><p>api: </p><script>{script}</script>"
+        response = web.Response(text=html, content_type="text/html")
+        response.set_cookie("token", "old", path="/")
+        return response
+
+    async def api(request: web.Request) -> web.Response:
+        api_cookies.append(request.headers.get("Cookie", ""))
+        return web.Response(text="api said yes" if request.cookies.get("token") == "new" else "api said no")
+
+    async def following(request: web.Request) -> web.Response:
+        if request.cookies.get("consent") != "yes":
+            raise web.HTTPForbidden()
+        return web.Response(text="<title>Next</title><p>consented</p>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", home)
+    app.router.add_get("/api", api)
+    app.router.add_get("/next", following)
+    runner, url = await serve(app)
+    try:
+        config = fast_config(url + "/", tmp_path, max_depth=1)
+        fetch = replace(config.fetch, cookies=True)
+        await Crawler(replace(config, fetch=fetch, render=RenderConfig(mode="all", timeout=8.0))).run()
+    finally:
+        await runner.cleanup()
+    assert len(api_cookies) == 1 and "token=new" in api_cookies[0] and "token=old" not in api_cookies[0]
+    conn = sqlite3.connect(tmp_path / "crawl.db")
+    try:
+        pages = {
+            path_of(url): (status, text) for url, status, text in conn.execute("SELECT url, status, text FROM captures")
+        }
+    finally:
+        conn.close()
+    assert "api said yes" in pages["/"][1]
+    assert pages["/next"][0] == 200

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import email.utils
 import logging
 import math
@@ -213,6 +214,18 @@ class Fetcher:
             await self._resolver.close()
             self._resolver = None
 
+    def cookies_for(self, url: str) -> list[tuple[str, str]]:
+        """(name, value) of the cookies this crawl's jar sends to `url` (none without --cookies)."""
+        jar = self._session.cookie_jar if self._session is not None else None
+        return jar.cookies_for(url) if isinstance(jar, HostCookieJar) else []
+
+    def keep_cookies(self, url: str, cookies: Iterable[tuple[str, str]]) -> None:
+        """Keep `cookies` in the jar, as set by `url` (a rendered page's, which its scripts may have set;
+        nothing without --cookies)."""
+        jar = self._session.cookie_jar if self._session is not None else None
+        if isinstance(jar, HostCookieJar):
+            jar.update_cookies(list(cookies), URL(url))
+
     def address_of(self, origin: str) -> str | None:
         """The address `origin`'s host is known to have now (from the DNS cache), or None."""
         if self._resolver is None:
@@ -274,6 +287,8 @@ class Fetcher:
             auth = self._auth.get(target.host_port_subcomponent or "") if self._auth else None
             if headers:
                 auth = {**(auth or {}), **headers}
+            # A rendered page's own cookies: the jar adds none of its own (`HostCookieJar`).
+            own_cookies = _OWN_COOKIES.set(any(name.lower() == "cookie" for name in headers or ()))
             reused: list[bool] = []
             data = body or None
             try:
@@ -292,6 +307,8 @@ class Fetcher:
                 ):
                     raise
                 resp = await self._fresh.request(method, target, data=data, allow_redirects=False, headers=auth)
+            finally:
+                _OWN_COOKIES.reset(own_cookies)
         except Exception as exc:
             outcome.error, outcome.retryable = describe_error(exc)
             outcome.elapsed = loop.time() - start
@@ -355,13 +372,31 @@ _NO_URL = URL()
 _DOMAIN_ATTRIBUTE = re.compile(r";\s*domain\s*=[^;]*", re.IGNORECASE)
 
 
+_OWN_COOKIES: contextvars.ContextVar[bool] = contextvars.ContextVar("own_cookies", default=False)
+"""Set while a fetch whose request carries its own Cookie header sends it."""
+
+
 class HostCookieJar(aiohttp.CookieJar):
     """A cookie jar that keeps every host's cookies to that host.
 
     The Domain attribute is dropped, so each cookie is host-only: without a list of public suffixes a
     jar cannot tell `Domain=example.com` (shared by one site's hosts) from `Domain=github.io` (shared by
     strangers), and a crawl visiting many sites must not carry one site's cookies to another.
+
+    A request that carries its own Cookie header (a rendered page's, as the browser sent it) gets none from
+    the jar: aiohttp would put the jar's over the page's, and the page's are newer (a script just set one).
+    The jar still keeps what the response sets, and the renderer gives it the browser's after each page
+    (`render.renderer`), so the two agree for the page's host.
     """
+
+    def filter_cookies(self, request_url: URL = _NO_URL) -> BaseCookie[str]:
+        if _OWN_COOKIES.get():
+            return BaseCookie()
+        return super().filter_cookies(request_url)
+
+    def cookies_for(self, url: str) -> list[tuple[str, str]]:
+        """(name, value) of the cookies the jar would send to `url`."""
+        return [(name, morsel.value) for name, morsel in super().filter_cookies(URL(url)).items()]
 
     def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
         super().update_cookies_from_headers([_DOMAIN_ATTRIBUTE.sub("", line) for line in headers], response_url)

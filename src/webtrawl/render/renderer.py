@@ -206,10 +206,14 @@ class Renderer:
             async with self._chromium.page() as page:
                 self._sessions[page] = session
                 try:
+                    if self._config.fetch.cookies:
+                        await _give_cookies(page.context, url, self._fetcher.cookies_for(url))
                     await self._steps(page, session, started + self._render.timeout)
                 finally:
                     session.ended = True
                     del self._sessions[page]
+                if self._config.fetch.cookies:
+                    self._fetcher.keep_cookies(url, await _cookies_of(page.context, url))
         except BrowserGone as exc:
             rendering.error = f"browser crashed: {exc}"[:200]
         except Exception as exc:  # a fault of ours or of Playwright: the page is kept as it was served
@@ -459,6 +463,23 @@ class Renderer:
             while len(self._robots) > MAX_ROBOTS:  # the oldest is forgotten, not cancelled: a page may await it
                 self._robots.popitem(last=False)
         return await asyncio.shield(task)
+
+
+async def _give_cookies(context: BrowserContext, url: str, cookies: list[tuple[str, str]]) -> None:
+    """Hand the browser the crawl's cookies for the page (with --cookies): a context is new every
+    `recycle_every` pages, and the jar has what the pages before it were given."""
+    if cookies:
+        await context.add_cookies([{"name": name, "value": value, "url": url} for name, value in cookies])
+
+
+async def _cookies_of(context: BrowserContext, url: str) -> list[tuple[str, str]]:
+    """The browser's cookies for the page once it rendered, those its scripts set included: the crawl's
+    jar keeps them (with --cookies), so the next page of the host is fetched with them."""
+    try:
+        return [(cookie["name"], cookie["value"]) for cookie in await context.cookies([url])]
+    except Exception as exc:  # the browser went away meanwhile: the jar keeps what the responses set
+        log.debug("could not read the cookies of %s: %s", url, exc)
+        return []
 
 
 async def _forwarded(request: Request) -> dict[str, str]:
