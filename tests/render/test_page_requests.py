@@ -248,42 +248,51 @@ async def test_a_call_to_an_api_on_another_host_passes_its_cors_preflight(tmp_pa
 
 
 async def test_with_cookies_kept_the_crawl_and_the_browser_agree_on_a_host_s_cookies(tmp_path: Path) -> None:
-    """`--cookies`: the page's response sets `token=old`, its script sets `token=new` and `consent=yes`. Its
-    call to /api carries the browser's (newer) token, not the jar's, and the next page, fetched by the
-    crawl's fetcher before any browser sees it, carries the consent the script set."""
-    api_cookies: list[str] = []
+    """`--cookies`, each page in a browser context of its own: /app/one's response sets `token=old`; its
+    script sets `token=new`, `consent=yes`, a `cart[1]` the jar cannot hold, and deletes `gone`. Its call
+    carries the browser's (newer) token, not the jar's; /app/two, fetched by the crawl's fetcher, carries the
+    consent the script set and not the deleted cookie, and its own call, from a new context, the jar's
+    cookies."""
+    calls: dict[str, str] = {}
     script = (
         "document.cookie = 'token=new; path=/'; document.cookie = 'consent=yes; path=/';"
-        "fetch('/api').then(r => r.text()).then(t => document.body.insertAdjacentText('beforeend', t));"
+        "document.cookie = 'cart[1]=x; path=/'; document.cookie = 'gone=; path=/; max-age=0';"
+        "fetch('/api/' + location.pathname.split('/').pop())"
+        ".then(r => r.text()).then(t => document.body.insertAdjacentText('beforeend', t));"
     )
 
-    async def home(request: web.Request) -> web.Response:
-        html = f"<title>Home</title><a href='/next'>next</a><p>api: </p><script>{script}</script>"
+    async def one(request: web.Request) -> web.Response:
+        html = f"<title>One</title><a href='/app/two'>two</a><p>api: </p><script>{script}</script>"
         response = web.Response(text=html, content_type="text/html")
         response.set_cookie("token", "old", path="/")
+        response.set_cookie("gone", "soon", path="/")
         return response
 
+    async def two(request: web.Request) -> web.Response:
+        if request.cookies.get("consent") != "yes" or "gone" in request.cookies:
+            raise web.HTTPForbidden()
+        return web.Response(
+            text="<title>Two</title><p>consented</p><script>fetch('/api/two')</script>", content_type="text/html"
+        )
+
     async def api(request: web.Request) -> web.Response:
-        api_cookies.append(request.headers.get("Cookie", ""))
+        calls[request.match_info["page"]] = request.headers.get("Cookie", "")
         return web.Response(text="api said yes" if request.cookies.get("token") == "new" else "api said no")
 
-    async def following(request: web.Request) -> web.Response:
-        if request.cookies.get("consent") != "yes":
-            raise web.HTTPForbidden()
-        return web.Response(text="<title>Next</title><p>consented</p>", content_type="text/html")
-
     app = web.Application()
-    app.router.add_get("/", home)
-    app.router.add_get("/api", api)
-    app.router.add_get("/next", following)
+    app.router.add_get("/app/one", one)
+    app.router.add_get("/app/two", two)
+    app.router.add_get("/api/{page}", api)
     runner, url = await serve(app)
     try:
-        config = fast_config(url + "/", tmp_path, max_depth=1)
+        config = fast_config(url + "/app/one", tmp_path, max_depth=1)
         fetch = replace(config.fetch, cookies=True)
-        await Crawler(replace(config, fetch=fetch, render=RenderConfig(mode="all", timeout=8.0))).run()
+        render = RenderConfig(mode="all", timeout=8.0, recycle_every=1)
+        await Crawler(replace(config, fetch=fetch, render=render)).run()
     finally:
         await runner.cleanup()
-    assert len(api_cookies) == 1 and "token=new" in api_cookies[0] and "token=old" not in api_cookies[0]
+    assert "token=new" in calls["one"] and "token=old" not in calls["one"]
+    assert "token=new" in calls["two"] and "consent=yes" in calls["two"] and "gone=" not in calls["two"]
     conn = sqlite3.connect(tmp_path / "crawl.db")
     try:
         pages = {
@@ -291,5 +300,5 @@ async def test_with_cookies_kept_the_crawl_and_the_browser_agree_on_a_host_s_coo
         }
     finally:
         conn.close()
-    assert "api said yes" in pages["/"][1]
-    assert pages["/next"][0] == 200
+    assert "api said yes" in pages["/app/one"][1]
+    assert pages["/app/two"][0] == 200

@@ -214,17 +214,11 @@ class Fetcher:
             await self._resolver.close()
             self._resolver = None
 
-    def cookies_for(self, url: str) -> list[tuple[str, str]]:
-        """(name, value) of the cookies this crawl's jar sends to `url` (none without --cookies)."""
+    @property
+    def cookie_jar(self) -> HostCookieJar | None:
+        """The crawl's cookie jar (None without --cookies)."""
         jar = self._session.cookie_jar if self._session is not None else None
-        return jar.cookies_for(url) if isinstance(jar, HostCookieJar) else []
-
-    def keep_cookies(self, url: str, cookies: Iterable[tuple[str, str]]) -> None:
-        """Keep `cookies` in the jar, as set by `url` (a rendered page's, which its scripts may have set;
-        nothing without --cookies)."""
-        jar = self._session.cookie_jar if self._session is not None else None
-        if isinstance(jar, HostCookieJar):
-            jar.update_cookies(list(cookies), URL(url))
+        return jar if isinstance(jar, HostCookieJar) else None
 
     def address_of(self, origin: str) -> str | None:
         """The address `origin`'s host is known to have now (from the DNS cache), or None."""
@@ -243,6 +237,7 @@ class Fetcher:
         headers: Mapping[str, str] | None = None,
         method: str = "GET",
         body: bytes = b"",
+        jar: bool = True,
     ) -> FetchOutcome:
         """Send one request for `url` (a GET unless a rendered page's script made another), without
         following redirects, and report what happened.
@@ -250,10 +245,12 @@ class Fetcher:
         The body is read only for HTML (or a missing Content-Type, which the parser must sniff) unless
         `any_type` or the config's `fetch_non_html` asks for every type; it is cut after `max_size`
         bytes (default: the config's). `headers` go with this request only (a re-fetch's validators, the
-        headers a page's script set), over the crawl's own. Never raises except `asyncio.CancelledError`.
+        headers a page's script set), over the crawl's own. `jar=False`: the crawl's cookie jar adds none of
+        its cookies (a rendered page's request carries the browser's, or none where the browser sent none),
+        and still keeps those the response sets. Never raises except `asyncio.CancelledError`.
         Each request is logged (`webtrawl.requests`, INFO: what `-v` shows).
         """
-        outcome = await self._exchange(url, any_type, max_size, headers, method, body)
+        outcome = await self._exchange(url, any_type, max_size, headers, method, body, jar)
         if requests_log.isEnabledFor(logging.INFO):
             got = outcome.error or f"{outcome.status} {outcome.content_type or '-'} {len(outcome.body):,} B"
             fields = {"url": url, "status": outcome.status, "error": outcome.error, "elapsed": outcome.elapsed}
@@ -268,6 +265,7 @@ class Fetcher:
         headers: Mapping[str, str] | None,
         method: str,
         body: bytes,
+        jar: bool,
     ) -> FetchOutcome:
         session = self._session
         if session is None:
@@ -287,8 +285,7 @@ class Fetcher:
             auth = self._auth.get(target.host_port_subcomponent or "") if self._auth else None
             if headers:
                 auth = {**(auth or {}), **headers}
-            # A rendered page's own cookies: the jar adds none of its own (`HostCookieJar`).
-            own_cookies = _OWN_COOKIES.set(any(name.lower() == "cookie" for name in headers or ()))
+            own_cookies = _OWN_COOKIES.set(not jar)  # read by `HostCookieJar` as aiohttp sends the request
             reused: list[bool] = []
             data = body or None
             try:
@@ -373,7 +370,7 @@ _DOMAIN_ATTRIBUTE = re.compile(r";\s*domain\s*=[^;]*", re.IGNORECASE)
 
 
 _OWN_COOKIES: contextvars.ContextVar[bool] = contextvars.ContextVar("own_cookies", default=False)
-"""Set while a fetch whose request carries its own Cookie header sends it."""
+"""Set while a fetch whose cookies are its caller's (`Fetcher.fetch(jar=False)`) sends its request."""
 
 
 class HostCookieJar(aiohttp.CookieJar):
@@ -383,8 +380,9 @@ class HostCookieJar(aiohttp.CookieJar):
     jar cannot tell `Domain=example.com` (shared by one site's hosts) from `Domain=github.io` (shared by
     strangers), and a crawl visiting many sites must not carry one site's cookies to another.
 
-    A request that carries its own Cookie header (a rendered page's, as the browser sent it) gets none from
-    the jar: aiohttp would put the jar's over the page's, and the page's are newer (a script just set one).
+    A request whose cookies are its caller's (a rendered page's, as the browser sent them, or none) gets none
+    from the jar: aiohttp would put the jar's over the page's, and the page's are newer (a script just set
+    one), or left out on purpose (a request the browser sends without credentials).
     The jar still keeps what the response sets, and the renderer gives it the browser's after each page
     (`render.renderer`), so the two agree for the page's host.
     """
@@ -394,9 +392,19 @@ class HostCookieJar(aiohttp.CookieJar):
             return BaseCookie()
         return super().filter_cookies(request_url)
 
-    def cookies_for(self, url: str) -> list[tuple[str, str]]:
-        """(name, value) of the cookies the jar would send to `url`."""
-        return [(name, morsel.value) for name, morsel in super().filter_cookies(URL(url)).items()]
+    def cookies_for(self, url: str) -> list[Morsel[str]]:
+        """The cookies the jar would send to `url`, with their attributes."""
+        return list(super().filter_cookies(URL(url)).values())
+
+    def agree_with(self, url: str, cookies: Iterable[Morsel[str]]) -> None:
+        """Make the jar's cookies for `url` what a browser holds for it, `cookies`: kept, changed, or gone
+        (a page's script may delete one)."""
+        host = URL(url).raw_host or ""
+        kept = {morsel.key for morsel in cookies}
+        gone = {morsel.key for morsel in self.cookies_for(url)} - kept
+        if gone:
+            self.clear(lambda morsel: morsel.key in gone and morsel["domain"] == host)
+        self.update_cookies([(morsel.key, morsel) for morsel in cookies], URL(url))
 
     def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
         super().update_cookies_from_headers([_DOMAIN_ATTRIBUTE.sub("", line) for line in headers], response_url)

@@ -25,8 +25,11 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
+from http.cookies import CookieError, Morsel
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
+
+from yarl import URL
 
 from ..config import CrawlConfig
 from ..errors import InvalidURL
@@ -78,10 +81,11 @@ _HOP_HEADERS = frozenset(
 """Headers not handed to the browser with a body it gets decoded and whole."""
 _OWNED = frozenset(
     {"host", "connection", "content-length", "transfer-encoding", "keep-alive", "te", "trailer", "upgrade",
-     "proxy-authorization", "proxy-connection", "accept-encoding"}
+     "proxy-authorization", "proxy-connection", "accept-encoding", "range", "if-range"}
 )  # fmt: skip
 """Headers of a page's request the fetcher writes itself, not the browser: the connection's, the body's
-length, and Accept-Encoding (the fetcher decodes what it asked for before handing it to the browser)."""
+length, Accept-Encoding (the fetcher decodes what it asked for before handing it to the browser), and Range
+(the archive keeps whole responses, and a browser takes a whole answer to a range it asked for)."""
 CALLS_PER_PAGE = 200
 """Requests other than GET one rendered page may send (an app that polls by POST is stopped there)."""
 
@@ -205,15 +209,16 @@ class Renderer:
         try:
             async with self._chromium.page() as page:
                 self._sessions[page] = session
+                jar = self._fetcher.cookie_jar
                 try:
-                    if self._config.fetch.cookies:
-                        await _give_cookies(page.context, url, self._fetcher.cookies_for(url))
+                    if jar is not None:
+                        await _give_cookies(page.context, url, jar.cookies_for(url))
                     await self._steps(page, session, started + self._render.timeout)
                 finally:
                     session.ended = True
                     del self._sessions[page]
-                if self._config.fetch.cookies:
-                    self._fetcher.keep_cookies(url, await _cookies_of(page.context, url))
+                if jar is not None:
+                    jar.agree_with(url, await _cookies_of(page.context, url))
         except BrowserGone as exc:
             rendering.error = f"browser crashed: {exc}"[:200]
         except Exception as exc:  # a fault of ours or of Playwright: the page is kept as it was served
@@ -416,7 +421,7 @@ class Renderer:
         headers = await _forwarded(request)
         async with self._host_slot(site):
             outcome = await self._fetcher.fetch(
-                url, any_type=True, headers=headers, method=method, body=request.post_data_buffer or b""
+                url, any_type=True, headers=headers, method=method, body=request.post_data_buffer or b"", jar=False
             )
         if outcome.status is None and (outcome.error or "").startswith("blocked"):
             session.rendering.refused.append((url, "private-address"))
@@ -465,21 +470,48 @@ class Renderer:
         return await asyncio.shield(task)
 
 
-async def _give_cookies(context: BrowserContext, url: str, cookies: list[tuple[str, str]]) -> None:
+async def _give_cookies(context: BrowserContext, url: str, cookies: list[Morsel[str]]) -> None:
     """Hand the browser the crawl's cookies for the page (with --cookies): a context is new every
-    `recycle_every` pages, and the jar has what the pages before it were given."""
-    if cookies:
-        await context.add_cookies([{"name": name, "value": value, "url": url} for name, value in cookies])
+    `recycle_every` pages, and the jar has what the pages before it were given. One the browser refuses is
+    left out (named at -v debug), never the page."""
+    site = origin(url)
+    for morsel in cookies:
+        path = morsel["path"] or "/"
+        # A cookie for the whole host goes by its address, as a `__Host-` one must (it may name no domain).
+        where = {"url": f"{site}/"} if path == "/" else {"domain": URL(site).raw_host or "", "path": path}
+        cookie = {"name": morsel.key, "value": morsel.coded_value, **where}
+        try:
+            await context.add_cookies(
+                [cookie | {"secure": bool(morsel["secure"]), "httpOnly": bool(morsel["httponly"])}]  # type: ignore[list-item]
+            )
+        except Exception as exc:  # a cookie the browser will not take, or the browser gone
+            log.debug("the browser did not take cookie %s for %s: %s", morsel.key, url, exc)
 
 
-async def _cookies_of(context: BrowserContext, url: str) -> list[tuple[str, str]]:
-    """The browser's cookies for the page once it rendered, those its scripts set included: the crawl's
-    jar keeps them (with --cookies), so the next page of the host is fetched with them."""
+async def _cookies_of(context: BrowserContext, url: str) -> list[Morsel[str]]:
+    """The browser's cookies for the page once it rendered, those its scripts set included, as the crawl's
+    jar takes them (with --cookies), so the next page of the host is fetched with them. A cookie whose name
+    the jar cannot hold (`cart[1]`) stays the browser's alone."""
     try:
-        return [(cookie["name"], cookie["value"]) for cookie in await context.cookies([url])]
+        found = await context.cookies([url])
     except Exception as exc:  # the browser went away meanwhile: the jar keeps what the responses set
         log.debug("could not read the cookies of %s: %s", url, exc)
         return []
+    morsels = []
+    for cookie in found:
+        morsel: Morsel[str] = Morsel()
+        try:
+            morsel.set(cookie["name"], cookie["value"], cookie["value"])
+        except CookieError:
+            continue
+        morsel["path"] = cookie.get("path") or "/"
+        morsel["secure"] = bool(cookie.get("secure"))
+        morsel["httponly"] = bool(cookie.get("httpOnly"))
+        expires = cookie.get("expires", -1)
+        if expires and expires > 0:
+            morsel["max-age"] = str(max(0, int(expires - time.time())))
+        morsels.append(morsel)
+    return morsels
 
 
 async def _forwarded(request: Request) -> dict[str, str]:

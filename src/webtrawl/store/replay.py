@@ -10,8 +10,9 @@ Only captures with a record count as archived: a fetch that got no response has 
 brought nothing new (`unchanged`: a 304, or a 200 with the same payload digest) has a revisit record, which
 holds no payload: its content is that of an earlier capture of the URL (`original_of`).
 
-A rendered page brings more: the responses to its own requests (in `resources`, found by URL and time like
-captures, so its styles and images replay), and the document as rendered (`urn:dom:URL`), which replay
+A rendered page brings more: the responses to its own GET requests (in `resources`, found by URL and time
+like captures, so its styles and images replay; a POST's answer is no copy of its URL, and pywb finds it by
+its body, `store.replaykey`), and the document as rendered (`urn:dom:URL`), which replay
 shows in place of the served HTML: the scripts that built it never run in the archive.
 
 A crawl is read as its sources (`store.shards.Sources`: a distributed crawl's shards, or an embedded crawl's
@@ -100,7 +101,7 @@ def captures_of_url(conn: sqlite3.Connection, crawl_id: int, url: str) -> list[A
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM captures WHERE crawl_id = ?1 AND fp = ?2 AND url = ?3 "
         f"UNION ALL SELECT {_RESOURCE_COLUMNS} FROM resources WHERE crawl_id = ?1 AND url = ?3 AND status IS NOT NULL "
-        "ORDER BY fetched_at, id",
+        "AND method = 'GET' ORDER BY fetched_at, id",
         (crawl_id, fingerprint(url), url),
     )
     return [capture for row in rows if (capture := _archived(row)) is not None]
@@ -145,7 +146,7 @@ def nearest_resource(conn: sqlite3.Connection, crawl_id: int, url: str, when: fl
     """The response to a rendered page's request for normalized `url` nearest to `when` (see `nearest_capture`)."""
     row = conn.execute(
         f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE crawl_id = ? AND url = ? AND status IS NOT NULL "
-        "ORDER BY ABS(fetched_at - ?), fetched_at DESC LIMIT 1",
+        "AND method = 'GET' ORDER BY ABS(fetched_at - ?), fetched_at DESC LIMIT 1",
         (crawl_id, url, when),
     ).fetchone()
     return _archived(row)
@@ -180,7 +181,8 @@ def is_archived(conn: sqlite3.Connection, crawl_id: int, url: str) -> bool:
             (crawl_id, fingerprint(url), url),
         ).fetchone()
         or conn.execute(
-            "SELECT 1 FROM resources WHERE crawl_id = ? AND url = ? AND status IS NOT NULL LIMIT 1", (crawl_id, url)
+            "SELECT 1 FROM resources WHERE crawl_id = ? AND url = ? AND status IS NOT NULL AND method = 'GET' LIMIT 1",
+            (crawl_id, url),
         ).fetchone()
     )
     return row is not None

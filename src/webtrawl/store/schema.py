@@ -305,10 +305,14 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 14: a rendered page's request may be a POST: its method and its body as replay tools key it
     # (`store.replaykey`), so the CDXJ index names the response as pywb looks it up; a capture's detail
-    # lists its page's requests (`store.detail`).
+    # lists its page's requests, those refused too (`store.detail`): the partial index holds only the drops
+    # that are requests refused, so the many a crawl records for its links cost no more to write.
     """
     ALTER TABLE resources ADD COLUMN method TEXT NOT NULL DEFAULT 'GET';
     ALTER TABLE resources ADD COLUMN request_query TEXT NOT NULL DEFAULT '';
     CREATE INDEX resources_page ON resources(crawl_id, page_fp, fetched_at);
+    CREATE INDEX dropped_refused ON dropped(crawl_id, referrer_fp)
+        WHERE reason IN ('robots.txt', 'private-address') OR reason LIKE 'a form sent by %'
+            OR reason LIKE 'over % a page';
     """,
 )
