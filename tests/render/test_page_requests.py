@@ -25,7 +25,9 @@ from tests.sites.serving import serve
 from webtrawl import Crawler
 from webtrawl.config import RenderConfig
 from webtrawl.render.renderer import CALLS_PER_PAGE
+from webtrawl.store.crawls import crawl_id_of
 from webtrawl.store.export import export
+from webtrawl.store.replay import captures_of_url, read_response
 from webtrawl.store.shards import source_of
 
 pytestmark = pytest.mark.slow
@@ -136,6 +138,18 @@ async def test_a_post_is_answered_by_the_server_never_from_what_a_get_or_another
         conn.close()
     for name in names:
         assert f"answer to GET and answer to POST from {name}" in texts["/" if name == "home" else f"/{name}"]
+    # Replay (the archive view, `show`) takes only a GET's answer for a copy of the URL.
+    conn = sqlite3.connect(tmp_path / "crawl.db")
+    try:
+        copies = captures_of_url(conn, crawl_id_of(conn, "default"), f"{url}/echo.js")
+        (posts,) = conn.execute("SELECT COUNT(*) FROM resources WHERE method = 'POST'").fetchone()
+    finally:
+        conn.close()
+    assert copies and posts == len(names)
+    for copy in copies:
+        assert copy.warc_file is not None and copy.warc_offset is not None and copy.warc_length is not None
+        record = tmp_path / "warc" / copy.warc_file
+        assert read_response(record, copy.warc_offset, copy.warc_length, copy.url).body == b"answer to GET"
 
 
 async def test_a_page_that_posts_without_end_is_stopped_at_its_budget(tmp_path: Path) -> None:
