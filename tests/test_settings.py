@@ -20,7 +20,7 @@ from tests.crawls import connect
 from tests.sites import SiteServer
 from tests.test_cli import FAST, one_line_error
 from tests.test_cli import webtrawl as run
-from webtrawl import ConfigError, ScopeConfig
+from webtrawl import ConfigError, ScopeConfig, WebtrawlError
 from webtrawl.settings import OPTIONS, for_api
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "crawl.toml"
@@ -102,6 +102,17 @@ def test_the_python_api_refuses_a_bad_setting_by_name(tmp_path: Path) -> None:
         webtrawl.crawl("https://example.org/", out=tmp_path, quiet=True)
     config = for_api(("https://example.org/",), {"out": tmp_path, "scope": ScopeConfig(mode="prefix")})
     assert config.scope.mode == "prefix"  # a whole part, as earlier versions took it
+
+
+async def test_the_blocking_api_in_a_running_event_loop_says_to_await_crawl_async(
+    site_server: SiteServer, tmp_path: Path, recwarn: pytest.WarningsRecorder
+) -> None:
+    """As in Jupyter: one clear error, no coroutine left never awaited, and the awaitable twin works."""
+    with pytest.raises(WebtrawlError, match=r"^webtrawl.crawl\(\) blocks, .* use `await webtrawl.crawl_async\(...\)`"):
+        webtrawl.crawl(site_server.url, out=tmp_path, max_pages=3)
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
+    report = await webtrawl.crawl_async(site_server.url, out=tmp_path, max_pages=3)
+    assert report.pages == 3
 
 
 async def test_help_is_in_sections_with_human_units() -> None:

@@ -42,17 +42,30 @@ def __getattr__(name: str) -> Any:
 
 
 def crawl(*seeds: str, **settings: Any) -> CrawlReport:
-    """Run a crawl to its end (or a limit) and return its report; blocking.
+    """Run a crawl to its end (or a limit) and return its report; blocking (where an event loop runs, as in
+    Jupyter or an async program, `await crawl_async(...)` instead).
 
     `settings` are the `webtrawl crawl` command's flags by name, with the same values:
     `crawl("https://example.org/", out="dir", max_depth=2, delay="1s", scope="domain", max_size="5MB")`;
     `config="crawl.toml"` reads a settings file first (the keywords win); a whole part of the config may be
     given as one (`fetch=FetchConfig(...)`). A bad setting raises `ConfigError` naming it.
     """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(crawl_async(*seeds, **settings))
+    raise WebtrawlError(
+        "webtrawl.crawl() blocks, and an event loop already runs here (Jupyter, an async program): "
+        "use `await webtrawl.crawl_async(...)` with the same arguments"
+    )
+
+
+async def crawl_async(*seeds: str, **settings: Any) -> CrawlReport:
+    """`crawl`, awaited in the caller's event loop."""
     from .crawler import Crawler
     from .settings import for_api
 
-    return asyncio.run(Crawler(for_api(seeds, settings)).run())
+    return await Crawler(for_api(seeds, settings)).run()
 
 
 __all__ = [
@@ -72,4 +85,5 @@ __all__ = [
     "WebtrawlError",
     "__version__",
     "crawl",
+    "crawl_async",
 ]
