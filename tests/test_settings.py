@@ -132,7 +132,8 @@ async def test_help_is_in_sections_with_human_units() -> None:
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (("example.org",), ("bad seed URL 'example.org'", "https://example.org")),
+        (("//exa mple.org",), ("bad seed URL '//exa mple.org'", "https://exa mple.org")),
+        (("mailto:someone@example.org",), ("bad seed URL 'mailto:someone@example.org'", "unsupported scheme")),
         (("http://127.0.0.1:9/", "--delay", "1x"), ("'1x' is not a duration",)),
         ((), ("give at least one seed URL",)),
     ],
@@ -141,6 +142,18 @@ async def test_first_mistakes_are_one_line_saying_what_to_do(tmp_path: Path, arg
     code, _out, err = await run("crawl", *args, "--out", str(tmp_path / "o"))
     assert code == 2
     assert "Traceback" not in err and all(fragment in err for fragment in fragments), err
+
+
+async def test_a_seed_without_its_scheme_is_taken_as_http_with_a_note(site_server: SiteServer, tmp_path: Path) -> None:
+    bare = site_server.url.removeprefix("http://").rstrip("/")  # 127.0.0.1:PORT, as one types it for curl
+    code, _out, err = await run("crawl", bare, "--out", str(tmp_path / "o"), "--max-pages", "2", *FAST)
+    assert code == 0, err
+    assert f"taking seed {bare} as http://{bare}" in err
+    db = connect(tmp_path / "o")
+    try:
+        assert db.execute("SELECT COUNT(*) FROM captures WHERE url = ?", (f"http://{bare}/",)).fetchone() == (1,)
+    finally:
+        db.close()
 
 
 async def test_out_naming_a_file_says_so(tmp_path: Path) -> None:

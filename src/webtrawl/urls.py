@@ -22,6 +22,7 @@ first `/`, and `@`, `/`, `?` and `#` appear in it only as delimiters.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 
 from ada_url import URL, join_url, normalize_url
@@ -46,15 +47,29 @@ _DIGITS = re.compile(r"[0-9]+")
 
 _SIGN_BIT = 1 << 63
 
+log = logging.getLogger(__name__)
+
+
+_BARE_HOST = re.compile(r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]+)?(?:[/?#]|$)")
+"""A seed typed without its scheme: a host (a name, an IPv4 or a bracketed IPv6 address), perhaps a port
+and a path."""
+
 
 def normalize_seeds(seeds: tuple[str, ...]) -> list[str]:
-    """The seeds normalized, each once, in their order; a bad one is the user's mistake (`ConfigError`)."""
+    """The seeds normalized, each once, in their order; a bad one is the user's mistake (`ConfigError`).
+
+    A seed typed without its scheme (`127.0.0.1:8711`, `example.org/docs`) is taken as `http://`, as wget
+    and curl take it, with a note (a site that wants https redirects there)."""
     normalized = []
     for seed in seeds:
+        if "://" not in seed and _BARE_HOST.match(seed):
+            log.warning("taking seed %s as http://%s (a URL without its scheme, as wget and curl read it)", seed, seed)
+            seed = f"http://{seed}"
         try:
             normalized.append(normalize(seed))
         except InvalidURL as exc:
-            hint = f" (a seed URL starts with its scheme: https://{seed.lstrip('/')})" if "://" not in seed else ""
+            typo = "://" not in seed and str(exc) == "malformed URL"
+            hint = f" (a seed URL starts with its scheme: https://{seed.lstrip('/')})" if typo else ""
             raise ConfigError(f"bad seed URL {seed!r}: {exc}{hint}") from None
     return list(dict.fromkeys(normalized))
 
