@@ -22,6 +22,7 @@ from tests.test_cli import FAST, one_line_error
 from tests.test_cli import webtrawl as run
 from webtrawl import ConfigError, ScopeConfig, WebtrawlError
 from webtrawl.settings import OPTIONS, for_api
+from webtrawl.store.db import DirectoryLock
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "crawl.toml"
 
@@ -154,6 +155,18 @@ async def test_a_seed_without_its_scheme_is_taken_as_http_with_a_note(site_serve
         assert db.execute("SELECT COUNT(*) FROM captures WHERE url = ?", (f"http://{bare}/",)).fetchone() == (1,)
     finally:
         db.close()
+
+
+async def test_serve_beside_a_crawl_whose_directory_is_in_use_says_so_before_any_address(tmp_path: Path) -> None:
+    lock = DirectoryLock(tmp_path)
+    lock.acquire()  # as a crawl running there holds it
+    try:
+        code, _out, err = await run("crawl", "http://127.0.0.1:9/", "--out", str(tmp_path), "--serve", "--port", "0")
+    finally:
+        lock.release()
+    assert code == 2
+    one_line_error(err, "is in use by a running crawl")
+    assert "dashboard:" not in err
 
 
 async def test_out_naming_a_file_says_so(tmp_path: Path) -> None:

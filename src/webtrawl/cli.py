@@ -173,6 +173,8 @@ def _dashboard_beside(
     config: CrawlConfig, redis_url: str | None, port: int
 ) -> contextlib.AbstractContextManager[Dashboard]:
     """The dashboard of the crawl, on 127.0.0.1 (with the token of WEBTRAWL_TOKEN if set), for `crawl --serve`."""
+    if DirectoryLock.held(config.out):  # said before the dashboard's address, which would be of no use
+        fail(f"{config.out} is in use by a running crawl; wait for it to finish or stop it first")
     site = Site(config.out, name=config.name, redis_url=redis_url, token=os.environ.get("WEBTRAWL_TOKEN") or None)
     try:
         dashboard = Dashboard(site, DEFAULT_HOST, port)
