@@ -227,7 +227,7 @@ async def test_ctrl_c_during_a_pass_stops_it_and_a_plain_recrawl_resumes_without
         async with running("crawl", site.url + "/", "--out", str(tmp_path), *EVERY, *QUICK) as crawl:
             await asyncio.wait_for(site.held.wait(), LIMIT)
             crawl.interrupt()
-            await crawl.until("stopping: finishing fetches in flight")
+            await crawl.until("stopping: fetches in flight get up to 5 s to finish")
             site.release.set()
             code = await crawl.exit()
         assert code == 130, crawl.stderr

@@ -1,10 +1,10 @@
 """Ctrl-C and SIGTERM for a command that crawls, for its whole life: passes, reports and the waits between.
 
-The first one stops a crawl that is running gracefully (`stopping`: fetches in flight finish and are
-committed, the rest waits for the next run); at any other moment (setting up, waiting for a lease or for
-Redis, sleeping before the next `--every` pass) it cancels the command's main task. A second one ends the
-process at once: the crawl directory is crash-safe, and a distributed crawl's in-flight URLs return to
-waiting when their leases expire.
+The first one stops a crawl that is running gracefully (`stopping`: fetches in flight get `STOP_GRACE`
+seconds to finish and are committed, a slower one and the rest wait for the next run); at any other moment
+(setting up, waiting for a lease or for Redis, sleeping before the next `--every` pass) it cancels the
+command's main task. A second one ends the process at once: the crawl directory is crash-safe, and a
+distributed crawl's in-flight URLs return to waiting when their leases expire.
 
 The handlers are Python's own (`signal.signal`), not the event loop's: a loop handler runs only once the loop
 gets control back and is gone when `asyncio.run` returns, so a Ctrl-C while a report is being written (to a
@@ -25,6 +25,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from . import stackdump
+from .crawler import STOP_GRACE
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 T = TypeVar("T")
@@ -75,7 +76,10 @@ class Interrupts:
 
     def _interrupted(self) -> None:
         if self._stop is not None:
-            self._say("\nstopping: finishing fetches in flight (Ctrl-C again to quit at once)")
+            self._say(
+                f"\nstopping: fetches in flight get up to {STOP_GRACE:.0f} s to finish (a slower one is fetched "
+                "again next run); Ctrl-C again to quit at once"
+            )
             self._stop()
         elif self._main is not None:
             self._main.cancel()
