@@ -382,29 +382,9 @@ class HostCookieJar(aiohttp.CookieJar):
 
     A request whose cookies are its caller's (a rendered page's, as the browser sent them, or none) gets none
     from the jar: aiohttp would put the jar's over the page's, and the page's are newer (a script just set
-    one), or left out on purpose (a request the browser sends without credentials).
-    The jar still keeps what the response sets, and the renderer gives it the browser's after each page
-    (`render.renderer`), so the two agree for the page's host.
+    one), or left out on purpose (a request the browser sends without credentials). The jar still keeps what
+    the response sets, and takes the browser's after each rendered page (`take`).
     """
-
-    def filter_cookies(self, request_url: URL = _NO_URL) -> BaseCookie[str]:
-        if _OWN_COOKIES.get():
-            return BaseCookie()
-        return super().filter_cookies(request_url)
-
-    def cookies_for(self, url: str) -> list[Morsel[str]]:
-        """The cookies the jar would send to `url`, with their attributes."""
-        return list(super().filter_cookies(URL(url)).values())
-
-    def agree_with(self, url: str, cookies: Iterable[Morsel[str]]) -> None:
-        """Make the jar's cookies for `url` what a browser holds for it, `cookies`: kept, changed, or gone
-        (a page's script may delete one)."""
-        host = URL(url).raw_host or ""
-        kept = {morsel.key for morsel in cookies}
-        gone = {morsel.key for morsel in self.cookies_for(url)} - kept
-        if gone:
-            self.clear(lambda morsel: morsel.key in gone and morsel["domain"] == host)
-        self.update_cookies([(morsel.key, morsel) for morsel in cookies], URL(url))
 
     def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
         super().update_cookies_from_headers([_DOMAIN_ATTRIBUTE.sub("", line) for line in headers], response_url)
@@ -418,6 +398,23 @@ class HostCookieJar(aiohttp.CookieJar):
                 value["domain"] = ""
             kept.append((name, value))
         super().update_cookies(kept, response_url)
+
+    def filter_cookies(self, request_url: URL = _NO_URL) -> BaseCookie[str]:
+        if _OWN_COOKIES.get():
+            return BaseCookie()
+        return super().filter_cookies(request_url)
+
+    def take(self, url: str, cookies: Iterable[Morsel[str]]) -> int:
+        """Keep the cookies a browser holds for `url` that the jar lacks or holds with another value (one a
+        page's script set), each as the browser has it (value, path, flags, expiry); a cookie the jar holds
+        and the browser does not is left alone (the browser may have refused it). Returns how many were
+        taken."""
+        host = URL(url).raw_host or ""
+        held = {(m["domain"], m["path"] or "/", m.key): m.coded_value for m in self if m["domain"] == host}
+        taken = [m for m in cookies if held.get((host, m["path"] or "/", m.key)) != m.coded_value]
+        if taken:
+            self.update_cookies([(m.key, m) for m in taken], URL(url))
+        return len(taken)
 
 
 def _read_head(resp: ClientResponse, outcome: FetchOutcome) -> None:

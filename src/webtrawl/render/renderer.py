@@ -29,8 +29,6 @@ from http.cookies import CookieError, Morsel
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
-from yarl import URL
-
 from ..config import CrawlConfig
 from ..errors import InvalidURL
 from ..fetch.fetcher import Fetcher
@@ -209,16 +207,13 @@ class Renderer:
         try:
             async with self._chromium.page() as page:
                 self._sessions[page] = session
-                jar = self._fetcher.cookie_jar
                 try:
-                    if jar is not None:
-                        await _give_cookies(page.context, url, jar.cookies_for(url))
                     await self._steps(page, session, started + self._render.timeout)
                 finally:
                     session.ended = True
                     del self._sessions[page]
-                if jar is not None:
-                    jar.agree_with(url, await _cookies_of(page.context, url))
+                if (jar := self._fetcher.cookie_jar) is not None:
+                    jar.take(url, await _cookies_of(page.context, url))
         except BrowserGone as exc:
             rendering.error = f"browser crashed: {exc}"[:200]
         except Exception as exc:  # a fault of ours or of Playwright: the page is kept as it was served
@@ -470,28 +465,11 @@ class Renderer:
         return await asyncio.shield(task)
 
 
-async def _give_cookies(context: BrowserContext, url: str, cookies: list[Morsel[str]]) -> None:
-    """Hand the browser the crawl's cookies for the page (with --cookies): a context is new every
-    `recycle_every` pages, and the jar has what the pages before it were given. One the browser refuses is
-    left out (named at -v debug), never the page."""
-    site = origin(url)
-    for morsel in cookies:
-        path = morsel["path"] or "/"
-        # A cookie for the whole host goes by its address, as a `__Host-` one must (it may name no domain).
-        where = {"url": f"{site}/"} if path == "/" else {"domain": URL(site).raw_host or "", "path": path}
-        cookie = {"name": morsel.key, "value": morsel.coded_value, **where}
-        try:
-            await context.add_cookies(
-                [cookie | {"secure": bool(morsel["secure"]), "httpOnly": bool(morsel["httponly"])}]  # type: ignore[list-item]
-            )
-        except Exception as exc:  # a cookie the browser will not take, or the browser gone
-            log.debug("the browser did not take cookie %s for %s: %s", morsel.key, url, exc)
-
-
 async def _cookies_of(context: BrowserContext, url: str) -> list[Morsel[str]]:
     """The browser's cookies for the page once it rendered, those its scripts set included, as the crawl's
-    jar takes them (with --cookies), so the next page of the host is fetched with them. A cookie whose name
-    the jar cannot hold (`cart[1]`) stays the browser's alone."""
+    jar takes them (with --cookies, `HostCookieJar.take`), so the next pages of the host are fetched with
+    them; each as the browser holds it, its value as sent. A cookie whose name the jar cannot hold
+    (`cart[1]`) stays the browser's alone."""
     try:
         found = await context.cookies([url])
     except Exception as exc:  # the browser went away meanwhile: the jar keeps what the responses set

@@ -17,6 +17,7 @@ from ..urls import fingerprint
 from .browse import FROM, ROW, PageRow
 from .known import Known, known
 from .replay import capture_in, original_in
+from .schema import REQUESTS_SCHEMA
 from .shards import Sources
 
 MAX_LINKS = 500
@@ -186,6 +187,9 @@ def _requests(conn: sqlite3.Connection, crawl_id: int, fp: int, since: float, un
     made its own), read where the capture is: a shard indexes a page's requests with it. Those refused are
     known by URL only, once a crawl (`dropped`): they are listed with every capture of the page that
     rendered."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version < REQUESTS_SCHEMA:  # a crawl of an earlier webtrawl, read as it is: its requests are not listed
+        return []
     later = "" if until is None else " AND fetched_at < ?"
     sent = [
         RequestRow(method=method, url=url, status=status, content_type=content_type, record_bytes=size, refused=None)

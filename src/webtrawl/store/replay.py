@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import StoreError
 from ..parse.decode import decompress
 from ..urls import fingerprint
+from .schema import REQUESTS_SCHEMA
 from .shards import Source, Sources
 
 RECORD_LIMIT = 256 * 1024 * 1024
@@ -95,13 +96,20 @@ def capture_by_id(conn: sqlite3.Connection, crawl_id: int, capture_id: int) -> A
     return _archived(row)
 
 
+def gets_only(conn: sqlite3.Connection) -> str:
+    """The condition that keeps a resource query to GET answers; none for a database older than schema 14 (a
+    crawl of an earlier webtrawl read here read-only, so not migrated), whose requests were all GETs."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    return " AND method = 'GET'" if version >= REQUESTS_SCHEMA else ""
+
+
 def captures_of_url(conn: sqlite3.Connection, crawl_id: int, url: str) -> list[ArchivedCapture]:
     """Every capture of normalized `url`, oldest first, and every response to it archived outside the captures
     (a robots.txt or a sitemap the crawl read, a rendered page's request)."""
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM captures WHERE crawl_id = ?1 AND fp = ?2 AND url = ?3 "
-        f"UNION ALL SELECT {_RESOURCE_COLUMNS} FROM resources WHERE crawl_id = ?1 AND url = ?3 AND status IS NOT NULL "
-        "AND method = 'GET' ORDER BY fetched_at, id",
+        f"UNION ALL SELECT {_RESOURCE_COLUMNS} FROM resources WHERE crawl_id = ?1 AND url = ?3 AND status IS NOT NULL"
+        f"{gets_only(conn)} ORDER BY fetched_at, id",
         (crawl_id, fingerprint(url), url),
     )
     return [capture for row in rows if (capture := _archived(row)) is not None]
@@ -146,7 +154,7 @@ def nearest_resource(conn: sqlite3.Connection, crawl_id: int, url: str, when: fl
     """The response to a rendered page's request for normalized `url` nearest to `when` (see `nearest_capture`)."""
     row = conn.execute(
         f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE crawl_id = ? AND url = ? AND status IS NOT NULL "
-        "AND method = 'GET' ORDER BY ABS(fetched_at - ?), fetched_at DESC LIMIT 1",
+        f"{gets_only(conn)} ORDER BY ABS(fetched_at - ?), fetched_at DESC LIMIT 1",
         (crawl_id, url, when),
     ).fetchone()
     return _archived(row)
@@ -181,7 +189,7 @@ def is_archived(conn: sqlite3.Connection, crawl_id: int, url: str) -> bool:
             (crawl_id, fingerprint(url), url),
         ).fetchone()
         or conn.execute(
-            "SELECT 1 FROM resources WHERE crawl_id = ? AND url = ? AND status IS NOT NULL AND method = 'GET' LIMIT 1",
+            f"SELECT 1 FROM resources WHERE crawl_id = ? AND url = ? AND status IS NOT NULL{gets_only(conn)} LIMIT 1",
             (crawl_id, url),
         ).fetchone()
     )

@@ -22,14 +22,15 @@ def request_query(method: str, content_type: str | None, body: bytes, url: str) 
     if method == "GET":
         return ""
     mime = (content_type or "").lower()
-    if mime.startswith("application/json") and not _is_json(body):
-        return ""  # what cdxj-indexer gives it, after printing the body to stderr (which a crawl must not)
-    if mime.startswith("application/x-amf"):
-        # Its AMF reader prints a traceback on stdout for a body it cannot read: read as any binary body.
-        return _binary(body)
     try:
+        if mime.startswith("application/json") and not _is_json(body):
+            return ""  # what cdxj-indexer gives it, after printing the body to stderr (which a crawl must not)
+        if mime.startswith("application/x-amf"):
+            # Its AMF reader prints a traceback on stdout for a body it cannot read: read as any binary body
+            # (pywb keys a readable one by its decoded request, so such a POST is not found there).
+            return _binary(body)
         query, _appended = append_method_query(method, content_type, str(len(body)), io.BytesIO(body), url)
-    except Exception:  # a body its parsers choke on (a multipart body cut short): read as binary
+    except Exception:  # a body its parsers choke on (a multipart body cut short, JSON nested too deep)
         return _binary(body)
     return query or ""
 

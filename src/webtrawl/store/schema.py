@@ -37,6 +37,10 @@ Never edit a migration that has shipped: add a new one.
 
 from __future__ import annotations
 
+REQUESTS_SCHEMA = 14
+"""The version from which `resources` has each request's method (and the refused requests their index):
+readers of an older database, opened read-only and so not migrated, go without them."""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: the embedded crawler.
     """
