@@ -15,6 +15,9 @@ import pytest
 
 from tests.crawls import connect
 from tests.sites import SiteServer
+from webtrawl.store.db import DirectoryLock
+from webtrawl.store.db import connect as store_connect
+from webtrawl.store.live import publish
 
 
 async def webtrawl(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -181,3 +184,40 @@ async def test_config_file_values_hold_unless_a_flag_is_given(tmp_path: Path) ->
     assert code == 1, err
     (identity,) = connect(out).execute("SELECT identity FROM crawls").fetchone()
     assert json.loads(identity)["scope"]["deny"] == ["/private/"]  # from the file: no --deny was given
+
+
+async def test_status_says_whether_the_crawl_runs_and_how_its_last_run_ended(
+    site_server: SiteServer, tmp_path: Path
+) -> None:
+    async def first_line() -> str:
+        code, out, err = await webtrawl("status", str(tmp_path))
+        assert code == 0, err
+        return out.splitlines()[0].removeprefix(f"crawl 'default' in {tmp_path}: ")
+
+    code, _out, err = await webtrawl("crawl", site_server.url, "--out", str(tmp_path), "--max-pages", "3", *FAST)
+    assert code == 0, err
+    assert await first_line() == "stopped at --max-pages: run the same command with a higher one to go on"
+
+    def publish_state(state: str) -> None:
+        conn = store_connect(tmp_path / "crawl.db")
+        try:
+            (crawl_id,) = conn.execute("SELECT id FROM crawls").fetchone()
+            (snapshot,) = conn.execute("SELECT snapshot FROM crawl_live").fetchone()
+            publish(conn, crawl_id, json.loads(snapshot) | {"state": state}, checkpoint=False)
+        finally:
+            conn.close()
+
+    publish_state("running")  # as a crawl killed mid-run leaves it: no process holds the directory
+    assert await first_line() == "interrupted (its process ended mid-run): run the same command again to resume"
+    lock = DirectoryLock(tmp_path)
+    lock.acquire()  # as the crawl's process holds it
+    try:
+        publish_state("paused")
+        assert await first_line() == f"paused (pid {os.getpid()})"
+        publish_state("running")
+        assert await first_line() == f"running (pid {os.getpid()})"
+    finally:
+        lock.release()
+    code, _out, err = await webtrawl("crawl", site_server.url, "--out", str(tmp_path), *FAST)
+    assert code == 0, err
+    assert await first_line() == "finished"

@@ -38,7 +38,7 @@ from .stats import CrawlReport
 from .store.crawls import DEFAULT_NAME, crawl_id_of, crawl_name
 from .store.db import DB_NAME, DirectoryLock, connect
 from .store.index import rendered_counts
-from .store.live import obeyed, read_snapshot, send_command
+from .store.live import ACTIVE, obeyed, read_snapshot, send_command
 from .store.media import media_counts
 from .store.overview import overview
 from .store.shards import Sources, load_places
@@ -245,7 +245,7 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
         places = load_places(directory)
     except USAGE_ERRORS as exc:
         fail(str(exc))
-    click.echo(f"crawl {name!r} in {directory}")
+    click.echo(f"crawl {name!r} in {directory}: {_state(directory, last)}")
     for label in ("waiting", "running", "done", "failed"):
         click.echo(f"  {label:8} {getattr(totals, label):>10,}")
     click.echo(f"  {'captures':8} {totals.captures:>10,}  ({totals.bytes:,} bytes)")
@@ -276,6 +276,29 @@ def status(directory: Path | None, name: str | None, redis_url: str | None) -> N
                 click.echo(f"    {pages:>10,} captures ({size:,} bytes)  {', '.join(place.nodes)} at {place.key}")
             else:
                 click.echo(f"  shard of {', '.join(place.nodes)} at {place.key} cannot be read from this machine")
+
+
+_ENDED = {
+    "finished": "finished",
+    "interrupted": "interrupted (Ctrl-C or SIGTERM): run the same command again to resume",
+    "stopped": "stopped (webtrawl control stop): run the same command again to resume",
+    "max-pages": "stopped at --max-pages: run the same command with a higher one to go on",
+    "max-time": "stopped at --max-time: run the same command again to go on",
+}
+"""What `status` says of a run that ended, by the outcome its last snapshot holds."""
+
+
+def _state(directory: Path, last: tuple[float, dict[str, Any]] | None) -> str:
+    """Whether the crawl runs now (and its pid), is paused, or how its last run ended."""
+    state = str(last[1].get("state")) if last else None
+    pid = DirectoryLock.holder(directory)
+    if pid is not None:
+        return f"{state if state in ('paused', 'stopping') else 'running'} (pid {pid})"
+    if state is None:
+        return "not run yet"
+    if state in ACTIVE:  # its process ended without writing how: killed, or its machine went down
+        return "interrupted (its process ended mid-run): run the same command again to resume"
+    return _ENDED.get(state, state)
 
 
 @main.command()

@@ -83,17 +83,22 @@ class DirectoryLock:
     @staticmethod
     def held(directory: Path) -> bool:
         """Whether a process owns `directory` now (asked without taking it: a shared lock fails on it)."""
+        return DirectoryLock.holder(directory) is not None
+
+    @staticmethod
+    def holder(directory: Path) -> str | None:
+        """The pid of the process that owns `directory` now, as its lock file names it; None when none does."""
         try:
             fd = os.open(directory / LOCK_NAME, os.O_RDONLY)
         except FileNotFoundError:
-            return False
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return True
+            return os.read(fd, 64).decode(errors="replace").strip() or "unknown"
         finally:
             os.close(fd)
-        return False
+        return None
 
 
 def prepare_directory(directory: Path) -> Path:
