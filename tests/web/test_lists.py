@@ -69,6 +69,16 @@ def test_failed_urls_are_listed_with_their_reason_from_the_overview(client: Test
     with_capture = next(row for row in rows if row["detail"])  # an HTTP error has its capture
     assert client.get(with_capture["detail"]).status_code == 200
 
+    # Each with the page that linked it first, as the Dropped list has it.
+    linked_from = dict(
+        db.execute("SELECT u.url, r.url FROM urls u LEFT JOIN urls r ON r.fp = u.referrer_fp WHERE u.state = 3")
+    )
+    assert {row["url"]: row["referrer"] for row in rows} == linked_from and any(linked_from.values())
+    linked = next(row for row in rows if row["referrer_detail"])
+    assert html.escape(linked["referrer"]) in client.get(linked["referrer_detail"]).text
+    page = client.get(f"/failed?{urlencode({'reason': linked['reason']})}").text
+    assert f'<a href="{linked["referrer_detail"]}">{html.escape(linked["referrer"])}</a>' in page
+
 
 def test_dropped_urls_are_listed_with_their_reason_and_the_page_that_linked_them(
     client: TestClient, db: sqlite3.Connection

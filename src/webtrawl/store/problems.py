@@ -46,6 +46,11 @@ class FailedRow:
     capture_id: int | None
     """Its latest capture (`Sources.capture_id`), when a fetch got as far as one (an HTTP error does; a
     refused connection not)."""
+    referrer_fp: int | None = None
+    """The page that linked it first (None for a seed, or a URL a sitemap gave)."""
+    referrer: str | None = None
+    referrer_capture_id: int | None = None
+    """That page's latest capture in any source (`Sources.capture_id`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,10 +108,17 @@ def list_failed(sources: Sources, reason: str = "", *, after: int | None = None,
     in one integer (`shards.global_id`), so it orders as (shard, id)."""
     reasons = failure_counts_of(sources)
     found = list(itertools.islice(_failed(sources, reason, after), limit + 1))
-    pages = known(sources, [fp for _key, fp, _row in found[:limit]])
-    rows = [replace(row, capture_id=pages.get(fp, UNKNOWN).capture_id) for _key, fp, row in found[:limit]]
+    referrers = [row.referrer_fp for _key, _fp, row in found[:limit] if row.referrer_fp is not None]
+    pages = known(sources, [fp for _key, fp, _row in found[:limit]] + referrers)
+    rows = [_failed_row(row, pages.get(fp, UNKNOWN), pages) for _key, fp, row in found[:limit]]
     more = found[limit - 1][0] if len(found) > limit else None
     return Listed(rows, more, reasons.get(reason, 0) if reason else sum(reasons.values()), reasons)
+
+
+def _failed_row(row: FailedRow, page: Known, pages: dict[int, Known]) -> FailedRow:
+    """`row` with its latest capture and the page that linked it, as the crawl knows them."""
+    referrer = UNKNOWN if row.referrer_fp is None else pages.get(row.referrer_fp, UNKNOWN)
+    return replace(row, capture_id=page.capture_id, referrer=referrer.url, referrer_capture_id=referrer.capture_id)
 
 
 def _failed(sources: Sources, reason: str, after: int | None) -> Iterator[tuple[int, int, FailedRow]]:
@@ -117,17 +129,20 @@ def _failed(sources: Sources, reason: str, after: int | None) -> Iterator[tuple[
         if source.number < start:
             continue
         rows = source.conn.execute(
-            "SELECT id, fp, url, IFNULL(reason, ?1), attempts, depth, updated_at FROM urls "
+            "SELECT id, fp, url, IFNULL(reason, ?1), attempts, depth, referrer_fp, updated_at FROM urls "
             "WHERE crawl_id = ?2 AND state = ?3 AND id > ?4 AND (?5 = '' OR IFNULL(reason, ?1) = ?5) ORDER BY id",
             (NO_REASON, source.crawl_id, State.FAILED, floor if source.number == start else 0, reason),
         )
         while chunk := rows.fetchmany(CHUNK):
             later = _ended_later(sources, source, chunk)
-            for id_, fp, url, why, attempts, depth, at in chunk:
+            for id_, fp, url, why, attempts, depth, referrer_fp, at in chunk:
                 if fp in later:
                     continue
                 key = global_id(source.number, id_) if sources.distributed else id_
-                row = FailedRow(url=url, reason=why, attempts=attempts, depth=depth, updated_at=at, capture_id=None)
+                row = FailedRow(
+                    url=url, reason=why, attempts=attempts, depth=depth, updated_at=at, capture_id=None,
+                    referrer_fp=referrer_fp,
+                )  # fmt: skip
                 yield key, fp, row
 
 

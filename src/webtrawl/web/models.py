@@ -213,11 +213,19 @@ class FailedOut(_Model):
     updated_at: float
     """When it failed."""
     capture_id: int | None
+    referrer: str | None
+    """The page that linked it first (null for a seed, or a URL a sitemap gave)."""
+    referrer_capture_id: int | None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def detail(self) -> str | None:
         return None if self.capture_id is None else f"/page/{self.capture_id}"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def referrer_detail(self) -> str | None:
+        return None if self.referrer_capture_id is None else f"/page/{self.referrer_capture_id}"
 
 
 class DroppedOut(_Model):
