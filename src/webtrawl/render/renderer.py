@@ -25,7 +25,6 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
-from http.cookies import CookieError, Morsel
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,7 @@ from ..urls import normalize, origin
 from .auto import looks_scripted
 from .browser import BrowserGone, Chromium
 from .cache import ResourceCache
+from .forwarding import abort, browser_cookies, forwarded, fulfill
 from .sniffer import media_request, media_response, sniffed
 
 if TYPE_CHECKING:
@@ -73,17 +73,6 @@ _COLLECTED = FetchOutcome(url="", started_at=0.0)
 MAX_ROBOTS = 10_000
 """Hosts whose robots.txt the renderer keeps (those the crawl itself knows are asked of `Politeness`)."""
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
-_HOP_HEADERS = frozenset(
-    {"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive", "trailer", "upgrade"}
-)
-"""Headers not handed to the browser with a body it gets decoded and whole."""
-_OWNED = frozenset(
-    {"host", "connection", "content-length", "transfer-encoding", "keep-alive", "te", "trailer", "upgrade",
-     "proxy-authorization", "proxy-connection", "accept-encoding", "range", "if-range"}
-)  # fmt: skip
-"""Headers of a page's request the fetcher writes itself, not the browser: the connection's, the body's
-length, Accept-Encoding (the fetcher decodes what it asked for before handing it to the browser), and Range
-(the archive keeps whole responses, and a browser takes a whole answer to a range it asked for)."""
 CALLS_PER_PAGE = 200
 """Requests other than GET one rendered page may send (an app that polls by POST is stopped there)."""
 
@@ -213,7 +202,7 @@ class Renderer:
                     session.ended = True
                     del self._sessions[page]
                 if (jar := self._fetcher.cookie_jar) is not None:
-                    jar.take(url, await _cookies_of(page.context, url))
+                    jar.take(url, await browser_cookies(page.context, url))
         except BrowserGone as exc:
             rendering.error = f"browser crashed: {exc}"[:200]
         except Exception as exc:  # a fault of ours or of Playwright: the page is kept as it was served
@@ -334,21 +323,21 @@ class Renderer:
         navigation = request.is_navigation_request()
         if navigation and request.method != "GET":  # a form sent: the page would leave, and it is no link
             session.rendering.refused.append((url, f"a form sent by {request.method}"))
-            await _abort(route, "blockedbyclient")
+            await abort(route, "blockedbyclient")
             return
         if navigation and request.frame.parent_frame is None:
             if not session.document_served:
                 session.document_served = True
-                await _fulfill(route, session.outcome, session.max_size)
+                await fulfill(route, session.outcome, session.max_size)
             else:  # the page wants to go elsewhere: that address is a link, and the page stays
                 session.note_link(url)
-                await _abort(route, "aborted")
+                await abort(route, "aborted")
             return
         if navigation:
             session.note_link(url)  # a frame's document is a page of its own too
         session.rendering.requests += 1
         if not url.startswith(("http://", "https://")):
-            await _abort(route, "blockedbyclient")
+            await abort(route, "blockedbyclient")
             return
         session.in_flight += 1
         try:
@@ -360,18 +349,18 @@ class Renderer:
             session.in_flight -= 1
             session.last_activity = time.monotonic()
         if outcome is _COLLECTED:
-            await _abort(route, "aborted")
+            await abort(route, "aborted")
         elif outcome is None:
-            await _abort(route, "blockedbyclient")
+            await abort(route, "blockedbyclient")
         elif outcome.status is None:
-            await _abort(route, "blockedbyclient" if (outcome.error or "").startswith("blocked") else "failed")
+            await abort(route, "blockedbyclient" if (outcome.error or "").startswith("blocked") else "failed")
         else:
-            await _fulfill(route, outcome, session.max_size)
+            await fulfill(route, outcome, session.max_size)
 
     async def _stray(self, route: Route, request: Request) -> None:
         """A request of no page being rendered: refused. A new window's first navigation (a link with a target
         that `page.js` did not see) is a link of the page it came from, known by its Referer."""
-        await _abort(route, "aborted")
+        await abort(route, "aborted")
         referer = request.headers.get("referer")
         if referer and request.is_navigation_request():
             for session in self._sessions.values():
@@ -413,7 +402,7 @@ class Renderer:
         if get and self._sniffing and (kind := media_request(request)) is not None:
             await self._sniffed(session, request, kind, "")
             return _COLLECTED
-        headers = await _forwarded(request)
+        headers = await forwarded(request)
         async with self._host_slot(site):
             outcome = await self._fetcher.fetch(
                 url, any_type=True, headers=headers, method=method, body=request.post_data_buffer or b"", jar=False
@@ -465,43 +454,6 @@ class Renderer:
         return await asyncio.shield(task)
 
 
-async def _cookies_of(context: BrowserContext, url: str) -> list[Morsel[str]]:
-    """The browser's cookies for the page once it rendered, those its scripts set included, as the crawl's
-    jar takes them (with --cookies, `HostCookieJar.take`), so the next pages of the host are fetched with
-    them; each as the browser holds it, its value as sent. A cookie whose name the jar cannot hold
-    (`cart[1]`) stays the browser's alone."""
-    try:
-        found = await context.cookies([url])
-    except Exception as exc:  # the browser went away meanwhile: the jar keeps what the responses set
-        log.debug("could not read the cookies of %s: %s", url, exc)
-        return []
-    morsels = []
-    for cookie in found:
-        morsel: Morsel[str] = Morsel()
-        try:
-            morsel.set(cookie["name"], cookie["value"], cookie["value"])
-        except CookieError:
-            continue
-        morsel["path"] = cookie.get("path") or "/"
-        morsel["secure"] = bool(cookie.get("secure"))
-        morsel["httponly"] = bool(cookie.get("httpOnly"))
-        expires = cookie.get("expires", -1)
-        if expires and expires > 0:
-            morsel["max-age"] = str(max(0, int(expires - time.time())))
-        morsels.append(morsel)
-    return morsels
-
-
-async def _forwarded(request: Request) -> dict[str, str]:
-    """The headers the browser sent with `request` (its cookies included), but those the fetcher owns; named
-    as HTTP/1.1 names them (Playwright hands them over in lower case)."""
-    try:
-        sent = await request.all_headers()
-    except Exception:  # the page went away meanwhile: what the request object holds (no cookies)
-        sent = request.headers
-    return {name.title(): value for name, value in sent.items() if name.lower() not in _OWNED and name[:1] != ":"}
-
-
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
@@ -509,30 +461,6 @@ def _text(value: object) -> str:
 def _decoded(outcome: FetchOutcome, max_size: int) -> str:
     body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), max_size)
     return to_text(body, sniff_charset(body, outcome.header("Content-Type")))
-
-
-async def _fulfill(route: Route, outcome: FetchOutcome, max_size: int) -> None:
-    """Hand the browser a response as the fetcher received it, its body decoded (the browser gets no
-    Content-Encoding from a fulfilled request)."""
-    assert outcome.status is not None
-    body, _cut = decompress(outcome.body, outcome.header("Content-Encoding"), max_size)
-    headers: dict[str, str] = {}
-    for name, value in outcome.headers:
-        lower = name.lower()
-        if lower in _HOP_HEADERS:
-            continue
-        headers[lower] = f"{headers[lower]}\n{value}" if lower == "set-cookie" and lower in headers else value
-    try:
-        await route.fulfill(status=outcome.status, headers=headers, body=body)
-    except Exception as exc:  # the page went away meanwhile
-        log.debug("could not answer %s: %s", outcome.url, exc)
-
-
-async def _abort(route: Route, code: str) -> None:
-    try:
-        await route.abort(code)
-    except Exception as exc:  # the page went away meanwhile
-        log.debug("could not refuse a request: %s", exc)
 
 
 async def _close_if_opened(page: Page) -> None:
